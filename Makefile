@@ -1,0 +1,65 @@
+# papershelf — every target works from a fresh clone with only python3 (>= 3.11) and make.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+RUN := $(UV) run --no-sync
+PYTEST_WORKERS ?= 2
+PACKAGES := $(notdir $(wildcard packages/*))
+
+.PHONY: help setup test-all test demo lint format build bench bench-report docs new release check-dist clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+setup:  ## install uv if missing, then the whole workspace from uv.lock into .venv
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --all-packages --locked
+
+test-all: setup  ## the README's test command: every test of shared/, packages/ and tests/ on 2 workers
+	$(RUN) pytest -n $(PYTEST_WORKERS) shared packages tests
+
+test: setup  ## tests of one package: make test PKG=celeus-eval
+	@test -n "$(PKG)" || { echo "usage: make test PKG=<distribution>"; exit 2; }
+	$(RUN) pytest -n $(PYTEST_WORKERS) $(firstword $(wildcard packages/$(PKG) shared/$(PKG)))
+
+demo: setup  ## every package's demo (PKG= for one)
+	@set -e; for p in $(or $(PKG),$(PACKAGES)); do echo "== $$p demo"; $(RUN) $$p demo; done
+
+lint: setup  ## ruff check and format check
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+format: setup  ## apply ruff's fixes and formatting
+	$(RUN) ruff check --fix .
+	$(RUN) ruff format .
+
+build: setup  ## every wheel and sdist into dist/
+	rm -rf dist && $(UV) build --all-packages --out-dir dist
+
+bench: setup  ## full benchmark of one package, JSON into docs/bench/: make bench PKG=celeus-eval
+	@test -n "$(PKG)" || { echo "usage: make bench PKG=<distribution>"; exit 2; }
+	$(RUN) $(PKG) bench --out docs/bench/$(PKG).json
+
+bench-report: setup  ## gather docs/bench/*.json into docs/benchmarks.md
+	$(RUN) papershelf bench-report docs/bench/*.json --out docs/benchmarks.md
+
+docs: setup  ## regenerate the generated parts of README.md and docs/
+	$(RUN) python tests/shelf.py catalog --write
+	$(RUN) papershelf bench-report docs/bench/*.json --out docs/benchmarks.md
+
+new: setup  ## scaffold a package that passes the contract checks: make new PKG=my-paper
+	@test -n "$(PKG)" || { echo "usage: make new PKG=<distribution>"; exit 2; }
+	$(RUN) python tests/shelf.py new $(PKG)
+	$(UV) lock
+	$(UV) sync --all-packages
+
+release: setup  ## bump, changelog, build, check, tag one package: make release PKG=x VERSION=1.2.3
+	@test -n "$(PKG)" -a -n "$(VERSION)" || { echo "usage: make release PKG=<distribution> VERSION=x.y.z"; exit 2; }
+	$(RUN) python tests/shelf.py release $(PKG) $(VERSION)
+
+check-dist: build  ## each package alone in a fresh venv: import, --version, demo
+	$(RUN) python tests/shelf.py check-dist
+
+clean:  ## remove build outputs and caches
+	rm -rf dist .pytest_cache .ruff_cache .hypothesis

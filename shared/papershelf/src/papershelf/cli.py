@@ -1,0 +1,137 @@
+"""An argparse-based CLI builder shared by every package.
+
+>>> app = App("demo-pkg", "0.1.0", "A demo.")
+>>> @app.command("hello", help="say hello", args=[arg("--name", default="world")])
+... def hello(args):
+...     print(f"hello {args.name}")
+>>> app.main(["hello", "--name", "shelf"])
+hello shelf
+0
+
+Errors a user can cause (:class:`~papershelf.errors.PapershelfError`, including ``InputError``) print a
+single ``error: …`` line on stderr and return exit code 2, with no traceback; argparse usage errors
+also return 2; Ctrl-C returns 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from papershelf.errors import PapershelfError
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Flags a command may opt into by name; every package spells them the same way.
+COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "seed": (("--seed",), {"type": int, "default": 0, "help": "random seed (default: 0)"}),
+    "device": (
+        ("--device",),
+        {"choices": ("auto", "cpu", "cuda"), "default": "auto", "help": "compute device (default: auto)"},
+    ),
+    "out": (("--out",), {"default": None, "metavar": "FILE", "help": "write results to FILE"}),
+    "quiet": (("--quiet", "-q"), {"action": "store_true", "help": "print nothing but results"}),
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The positional and keyword arguments of one ``parser.add_argument`` call."""
+
+    flags: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def arg(*flags: str, **kwargs: Any) -> Arg:
+    """Describe one command-line argument, exactly as ``ArgumentParser.add_argument`` takes it."""
+    return Arg(flags, kwargs)
+
+
+@dataclass
+class _Command:
+    name: str
+    func: Callable[[argparse.Namespace], int | None]
+    help: str
+    args: Sequence[Arg]
+    common: Sequence[str]
+
+
+class App:
+    """A command-line program made of subcommands, with ``--version`` and error mapping."""
+
+    def __init__(self, prog: str, version: str, description: str = "") -> None:
+        self.prog = prog
+        self.version = version
+        self.description = description
+        self._commands: dict[str, _Command] = {}
+
+    def command(
+        self,
+        name: str,
+        *,
+        help: str,
+        args: Sequence[Arg] = (),
+        common: Sequence[str] = (),
+    ) -> Callable[[Callable[[argparse.Namespace], int | None]], Callable[[argparse.Namespace], int | None]]:
+        """Register ``func(args) -> exit code | None`` as subcommand ``name``.
+
+        ``common`` names shared flags from :data:`COMMON_FLAGS` (``seed``, ``device``, ``out``, ``quiet``).
+        """
+        unknown = [c for c in common if c not in COMMON_FLAGS]
+        if unknown:
+            raise ValueError(f"unknown common flag(s) {unknown}; known: {sorted(COMMON_FLAGS)}")
+
+        def register(func: Callable[[argparse.Namespace], int | None]):
+            self._commands[name] = _Command(name, func, help, tuple(args), tuple(common))
+            return func
+
+        return register
+
+    @property
+    def commands(self) -> list[str]:
+        return list(self._commands)
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog=self.prog, description=self.description)
+        parser.add_argument("--version", action="version", version=f"{self.prog} {self.version}")
+        sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+        for cmd in self._commands.values():
+            p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+            for a in cmd.args:
+                p.add_argument(*a.flags, **a.kwargs)
+            for c in cmd.common:
+                flags, kwargs = COMMON_FLAGS[c]
+                p.add_argument(*flags, **kwargs)
+            p.set_defaults(_func=cmd.func)
+        return parser
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Run the program on ``argv`` (default ``sys.argv[1:]``) and return its exit code."""
+        parser = self.parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or a usage error
+            return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+        if getattr(args, "command", None) is None:
+            parser.print_help()
+            return EXIT_USAGE
+        try:
+            code = args._func(args)
+        except PapershelfError as exc:
+            print(f"error: {exc.one_line()}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # e.g. piped into `head`
+            return EXIT_OK
+        return EXIT_OK if code is None else int(code)
+
+    def run(self) -> None:
+        """Entry point for ``[project.scripts]``: exit with :meth:`main`'s code."""
+        sys.exit(self.main())

@@ -1,0 +1,77 @@
+import subprocess
+import sys
+
+from papershelf.cli import App, arg
+from papershelf.errors import InputError, MissingDependencyError
+
+
+def _app():
+    app = App("toy", "1.2.3", "A toy program.")
+
+    @app.command("fail", help="raise an InputError", args=[arg("--what", default="alpha")])
+    def fail(args):
+        raise InputError(f"{args.what} must be in (0, 1), got 7\nsecond line", hint="try 0.05")
+
+    @app.command("missing", help="missing extra")
+    def missing(args):
+        raise MissingDependencyError("sklearn", package="toy", extra="bench")
+
+    @app.command("ok", help="succeed", common=["seed", "out", "quiet", "device"])
+    def ok(args):
+        print(f"seed={args.seed} out={args.out} quiet={args.quiet} device={args.device}")
+
+    @app.command("code", help="return 3")
+    def code(args):
+        return 3
+
+    @app.command("bug", help="a programming error keeps its traceback")
+    def bug(args):
+        raise ZeroDivisionError("bug")
+
+    return app
+
+
+def test_input_error_is_one_line_exit_2(capsys):
+    assert _app().main(["fail"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert lines == ["error: alpha must be in (0, 1), got 7 second line (hint: try 0.05)"]
+    assert "Traceback" not in captured.err
+
+
+def test_missing_dependency_names_the_extra(capsys):
+    assert _app().main(["missing"]) == 2
+    assert "pip install 'toy[bench]'" in capsys.readouterr().err
+
+
+def test_common_flags_version_usage_and_codes(capsys):
+    app = _app()
+    assert app.main(["ok", "--seed", "5", "--out", "x.json", "-q"]) == 0
+    assert capsys.readouterr().out.strip() == "seed=5 out=x.json quiet=True device=auto"
+    assert app.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "toy 1.2.3"
+    assert app.main(["ok", "--seed", "abc"]) == 2  # argparse usage error
+    assert app.main([]) == 2  # no command: help, usage exit code
+    assert app.main(["code"]) == 3
+
+
+def test_bugs_are_not_swallowed():
+    import pytest
+
+    with pytest.raises(ZeroDivisionError):
+        _app().main(["bug"])
+
+
+def test_papershelf_command_in_a_subprocess():
+    proc = subprocess.run(
+        [sys.executable, "-m", "papershelf", "--version"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("papershelf ")
+    proc = subprocess.run(
+        [sys.executable, "-m", "papershelf", "bench-report", "/nonexistent/*.json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
