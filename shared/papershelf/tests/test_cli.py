@@ -69,7 +69,7 @@ def test_papershelf_command_in_a_subprocess():
     )
     assert proc.returncode == 0 and proc.stdout.startswith("papershelf ")
     proc = subprocess.run(
-        [sys.executable, "-m", "papershelf", "bench-report", "/nonexistent/*.json"],
+        [sys.executable, "-m", "papershelf", "bench-report", "/nonexistent/bench.json"],
         capture_output=True,
         text=True,
         check=False,

@@ -286,11 +286,12 @@ def _reproduce(args: argparse.Namespace) -> None:
     if reps < 1:
         raise InputError("--reps must be at least 1")
     out = reproduce(reps=reps, seed=args.seed, quick=args.quick, quiet=args.quiet)
-    print(f"{'pool':<10}{'method':<28}{'median labels':>14}{'vs uniform':>12}{'coverage':>10}")
+    print(f"{'pool':<24}{'method':<28}{'median labels':>14}{'vs uniform':>12}{'coverage':>10}")
     for row in out["rows"]:
         ratio = f"{row['ratio_to_uniform']:.2f}" if "ratio_to_uniform" in row else "—"
+        pool = row["pool"] + (" (pop.)" if row.get("estimand") == "population" else "")
         print(
-            f"{row['pool']:<10}{row['method']:<28}{row['median_labels']:>14.0f}{ratio:>12}{row['coverage']:>10.3f}"
+            f"{pool:<20}{row['method']:<28}{row['median_labels']:>14.0f}{ratio:>12}{row['coverage']:>10.3f}"
         )
     if args.out:
         atomic_write_json(args.out, {**out, "reps": reps, "manifest": run_manifest()})

@@ -111,7 +111,7 @@ def digits_pool(*, shifts: int = 1, train_fraction: float = 0.4, seed: int = 0) 
     with every copy shifted by up to ``shifts`` pixels in each direction (9 copies, about 9.7k items,
     for shifts=1). The target model (logistic regression on the 8x8 pixels, trained on shifted
     copies too, so pool and training data share one distribution) is what is evaluated; the helper
-    is a smaller model (logistic regression on 4x4 average-pooled unshifted images). Losses are the
+    is a smaller model (logistic regression on 4x4 average-pooled images, same training data). Losses are the
     target's 0-1 losses; surrogate and proxy follow the paper's Strategy S4.
     """
     try:
@@ -132,7 +132,7 @@ def digits_pool(*, shifts: int = 1, train_fraction: float = 0.4, seed: int = 0) 
     pool_x, pool_y = _shifted_copies(images[held], labels[held], shifts)
 
     target = LogisticRegression(C=1.0, max_iter=3000).fit(train_x.reshape(train_x.shape[0], -1), train_y)
-    helper = LogisticRegression(C=1.0, max_iter=3000).fit(_pool4(images[train]), labels[train])
+    helper = LogisticRegression(C=1.0, max_iter=3000).fit(_pool4(train_x), train_y)
     p_target = target.predict_proba(pool_x.reshape(pool_x.shape[0], -1))
     p_helper = helper.predict_proba(_pool4(pool_x))
     losses = true_losses(p_target, pool_y, loss="zero_one")

@@ -207,29 +207,44 @@ def bench(*, quick: bool = False, reps: int | None = None, seed: int = 0, quiet:
     return records
 
 
-REPRODUCE_METHODS = (
-    "celeus",
-    "M2-fixed-bounds",
-    "M3-no-surrogate",
-    "surrogate-uniform",
-    "uniform-betting",
-    "cer-eval",
-    "clt-peeking",
-    "celeus-oracle-q",
-)
+ALL_METHODS = tuple(METHODS)
+CORE_METHODS = ("celeus", "M2-fixed-bounds", "M3-no-surrogate", "uniform-betting")
+
+
+def reproduce_settings(quick: bool, seed: int = 0) -> list[tuple[Pool, dict[str, Any], tuple[str, ...]]]:
+    """(pool, options, methods) of the reproduction: the two bench pools with every method, a
+    low-error pool (where the surrogate has little to correct), and the paper's population protocol
+    on a large pool."""
+    scale = 0.15 if quick else 1.0
+    digits, synthetic = make_pools(quick, seed=seed)
+    low_error = synthetic_pool(int(10_000 * scale), error_rate=0.03, seed=seed)
+    low_error = Pool(
+        "synthetic-3%-error", low_error.losses, low_error.surrogate, low_error.proxy, low_error.features
+    )
+    large = synthetic_pool(int(100_000 * scale), seed=seed)
+    large = Pool("synthetic-100k", large.losses, large.surrogate, large.proxy, large.features)
+    population = {"estimand": "population"} if not quick else {"estimand": "population", "target_width": 0.1}
+    return [
+        (digits, {}, ALL_METHODS),
+        (synthetic, {}, ALL_METHODS),
+        (low_error, {}, CORE_METHODS),
+        (large, population, CORE_METHODS),
+    ]
 
 
 def reproduce(*, reps: int = 50, seed: int = 0, quick: bool = False, quiet: bool = True) -> dict[str, Any]:
-    """Every method on both pools: median labels to width 0.05, ratio to uniform betting, coverage."""
+    """Every method on every setting: median labels to the target width, ratio to uniform, coverage."""
     rows: list[dict[str, Any]] = []
     traces: dict[str, dict[str, list[float]]] = {}
-    for pool in make_pools(quick, seed=seed):
-        runs = {m: run_method(m, pool, reps, seed=seed, quiet=quiet) for m in REPRODUCE_METHODS}
+    for pool, options, methods in reproduce_settings(quick, seed):
+        runs = {m: run_method(m, pool, reps, seed=seed, quiet=quiet, **options) for m in methods}
         base = runs["uniform-betting"]
-        rows.extend(r.row(base) for r in runs.values())
-        rows.append(ppi_coverage(pool, int(runs["celeus"].median_labels), reps, seed=seed))
-        traces[pool.name] = {
-            name: [t["upper"] - t["lower"] for t in METHODS[name](pool, seed, {}).trace]
-            for name in ("celeus", "uniform-betting")
-        }
+        for run in runs.values():
+            rows.append({**run.row(base), "estimand": options.get("estimand", "pool")})
+        if "cer-eval" in methods:
+            rows.append(ppi_coverage(pool, int(runs["celeus"].median_labels), reps, seed=seed))
+            traces[pool.name] = {
+                name: [t["upper"] - t["lower"] for t in METHODS[name](pool, seed, {}).trace]
+                for name in ("celeus", "uniform-betting")
+            }
     return {"rows": rows, "width_traces": traces}

@@ -59,7 +59,10 @@ def _list(args: argparse.Namespace) -> None:
     common=["out"],
 )
 def _bench_report(args: argparse.Namespace) -> None:
-    paths = sorted({p for pattern in args.files for p in (glob.glob(pattern) or [pattern])})
+    # A pattern that matches nothing contributes nothing; a plain path that is missing is an error.
+    paths = sorted(
+        {p for pattern in args.files for p in (glob.glob(pattern) if glob.has_magic(pattern) else [pattern])}
+    )
     try:
         text = report(paths)
     except (OSError, json.JSONDecodeError, ValueError) as exc:
