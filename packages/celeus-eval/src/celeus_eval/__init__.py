@@ -10,7 +10,7 @@ you decide to stop.
 >>> p = rng.beta(1, 4, size=2000)                      # a judge's predicted error probability
 >>> losses = (rng.random(2000) < p).astype(float)      # the true 0-1 losses (known here)
 >>> res = evaluate(losses, p, alpha=0.05, target_width=0.1, seed=0)
->>> res.n_labels < 2000 and res.lower <= losses.mean() <= res.upper
+>>> bool(res.n_labels < 2000 and res.lower <= losses.mean() <= res.upper)
 True
 
 Main entry points: :func:`evaluate` (one call), :class:`Celeus` (step by step: ``propose`` /

@@ -429,7 +429,7 @@ def evaluate(
     >>> p = rng.beta(1, 4, size=2000)
     >>> losses = (rng.random(2000) < p).astype(float)
     >>> res = evaluate(losses, p, target_width=0.1, seed=0)
-    >>> res.lower <= losses.mean() <= res.upper and res.width <= 0.1
+    >>> bool(res.lower <= losses.mean() <= res.upper and res.width <= 0.1)
     True
     """
     low, high = _check_range(options.get("loss_range", (0.0, 1.0)))

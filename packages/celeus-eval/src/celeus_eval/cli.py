@@ -291,7 +291,7 @@ def _reproduce(args: argparse.Namespace) -> None:
         ratio = f"{row['ratio_to_uniform']:.2f}" if "ratio_to_uniform" in row else "—"
         pool = row["pool"] + (" (pop.)" if row.get("estimand") == "population" else "")
         print(
-            f"{pool:<20}{row['method']:<28}{row['median_labels']:>14.0f}{ratio:>12}{row['coverage']:>10.3f}"
+            f"{pool:<24}{row['method']:<28}{row['median_labels']:>14.0f}{ratio:>12}{row['coverage']:>10.3f}"
         )
     if args.out:
         atomic_write_json(args.out, {**out, "reps": reps, "manifest": run_manifest()})
