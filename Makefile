@@ -13,7 +13,8 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 setup:  ## install uv if missing, then the whole workspace from uv.lock into .venv
-	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv \
+		|| python3 -m pip install --quiet --user uv || python3 -m pip install --quiet --break-system-packages uv
 	$(UV) sync --all-packages --locked
 
 test-all: setup  ## the README's test command: every test of shared/, packages/ and tests/ on 2 workers

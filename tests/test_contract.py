@@ -117,3 +117,12 @@ def test_catalog_is_fresh():
 def test_docs_exist():
     for name in ("index.md", "architecture.md", "conventions.md", "benchmarks.md"):
         assert (shelf.ROOT / "docs" / name).is_file(), name
+
+
+def test_benchmarks_page_matches_the_bench_json():
+    from papershelf.bench import report
+
+    committed = (shelf.ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert committed == report(sorted((shelf.ROOT / "docs" / "bench").glob("*.json"))), (
+        "run `make bench-report`"
+    )

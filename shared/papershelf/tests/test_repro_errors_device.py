@@ -34,6 +34,21 @@ def test_atomic_path_rolls_back_on_error_and_writes_numpy(tmp_path):
     assert json.loads(path.read_text()) == {"a": [0, 1, 2], "b": 1.5}
 
 
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    path = tmp_path / "f.json"
+    atomic_write_json(path, [1])
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
+    os.chmod(path, 0o640)
+    atomic_write_json(path, [2])  # an existing file keeps its mode
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_seed_and_manifest():
     seed_everything(3)
     a = (random.random(), np.random.rand())  # noqa: NPY002

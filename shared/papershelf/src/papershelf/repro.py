@@ -86,11 +86,19 @@ def atomic_path(
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would have.
+        os.chmod(tmp, dest.stat().st_mode & 0o777 if dest.exists() else 0o666 & ~_umask())
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
