@@ -31,6 +31,7 @@ from celeus_eval.signal import (
     plug_in,
     residual_proposal,
     signal_value,
+    support_offsets,
 )
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
@@ -259,14 +260,8 @@ class Celeus:
             q = residual_proposal(score, self.beta, self.n_pool)
         cdf = np.cumsum(q)
         pick = min(int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right")), remaining.size - 1)
-        weight = 1.0 / (self.n_pool * q)
-        s = self.surrogate[remaining]
-        draw = Draw(
-            index=int(remaining[pick]),
-            q=float(q[pick]),
-            low_offset=float(np.min((self.low - s) * weight)),
-            high_offset=float(np.max((self.high - s) * weight)),
-        )
+        below, above = support_offsets(self.surrogate[remaining], q, self.n_pool, self.low, self.high)
+        draw = Draw(index=int(remaining[pick]), q=float(q[pick]), low_offset=below, high_offset=above)
         self._unlabelled[draw.index] = False
         self._pending.append(draw)
         return draw.index

@@ -44,17 +44,24 @@ def signal_value(m: float, loss: float, surrogate: float, q: float, n_pool: int)
     return m + (loss - surrogate) / (n_pool * q)
 
 
+def support_offsets(
+    surrogate: np.ndarray, q: np.ndarray, n_pool: int, low: float, high: float
+) -> tuple[float, float]:
+    """(a_t - m_t, b_t - m_t): how far below and above the plug-in the signal can land this round.
+
+    Depends only on the surrogate and the frozen q of every remaining item, never on labels, so it
+    is fixed at draw time. Uses the actual q of each item, so Z_t lies in [a_t, b_t] with certainty.
+    """
+    weight = 1.0 / (n_pool * q)
+    return float(np.min((low - surrogate) * weight)), float(np.max((high - surrogate) * weight))
+
+
 def support(
     m: float, surrogate: np.ndarray, q: np.ndarray, n_pool: int, low: float, high: float
 ) -> tuple[float, float]:
-    """[a_t, b_t]: the smallest interval that holds Z_t whatever the drawn item's loss turns out to be.
-
-    Uses the actual frozen q of every remaining item, so Z_t lies in [a_t, b_t] with certainty.
-    """
-    weight = 1.0 / (n_pool * q)
-    a = m + float(np.min((low - surrogate) * weight))
-    b = m + float(np.max((high - surrogate) * weight))
-    return a, b
+    """[a_t, b_t] of Eqs. (4a)-(4b): the smallest interval holding Z_t whatever the drawn loss is."""
+    below, above = support_offsets(surrogate, q, n_pool, low, high)
+    return m + below, m + above
 
 
 def fixed_support(beta: float, low: float, high: float) -> tuple[float, float]:
