@@ -1,0 +1,107 @@
+"""The ``papershelf-lm`` command: train a preset, evaluate a run, print task samples, list presets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from papershelf.cli import App, arg
+from papershelf.errors import InputError
+from papershelf_lm import __version__
+from papershelf_lm.model import PRESETS, preset_summary
+from papershelf_lm.tasks import TASKS, generate
+from papershelf_lm.tokenizer import decode_bytes
+
+app = App(
+    "papershelf-lm", __version__, "The papershelf LM testbed: tiny Llama models and long-context tasks."
+)
+
+
+@app.command(
+    "train",
+    help="train (or resume) a preset into a run folder",
+    args=[
+        arg("--preset", required=True, help=f"one of {', '.join(PRESETS)}"),
+        arg("--out", required=True, help="run folder (resumed when it holds a state)"),
+        arg("--config", default=None, help="JSON file of TrainConfig fields overriding the defaults"),
+        arg("--max-minutes", type=float, default=None, help="stop after this long (resume later)"),
+    ],
+    common=["quiet"],
+)
+def _train(args: argparse.Namespace) -> None:
+    from papershelf_lm.model import get_preset
+    from papershelf_lm.train import TrainConfig, train
+
+    get_preset(args.preset)
+    overrides = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as handle:
+                overrides = json.load(handle)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"--config: {exc}") from None
+    try:
+        config = TrainConfig(preset=args.preset, **overrides)
+    except TypeError as exc:
+        raise InputError(f"--config: {exc}") from None
+    print(json.dumps(train(config, args.out, max_minutes=args.max_minutes, quiet=args.quiet)))
+
+
+@app.command(
+    "eval",
+    help="task accuracy by length and validation bits per byte of a model folder",
+    args=[
+        arg("model", help="a model folder written by train"),
+        arg("--tasks", nargs="+", default=list(TASKS), choices=TASKS),
+        arg("--lengths", nargs="+", type=int, default=[256, 512, 1024]),
+        arg("-n", type=int, default=20, help="samples per task and length"),
+    ],
+    common=["out"],
+)
+def _eval(args: argparse.Namespace) -> None:
+    from transformers import LlamaForCausalLM
+
+    from papershelf.repro import atomic_write_json
+    from papershelf_lm.corpus import corpus_id
+    from papershelf_lm.evaluate import bits_per_byte, task_accuracy
+
+    try:
+        model = LlamaForCausalLM.from_pretrained(args.model, local_files_only=True).float().eval()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot load a model from {args.model!r}: {exc}") from None
+    rows = {"corpus": corpus_id(), "bits_per_byte": bits_per_byte(model), "accuracy": {}}
+    print(f"validation bits per byte: {rows['bits_per_byte']:.3f}")
+    for task in args.tasks:
+        for length in args.lengths:
+            acc = task_accuracy(model, task, length, n=args.n)
+            rows["accuracy"][f"{task}@{length}"] = acc
+            print(f"{task:<10}{length:>7}{acc:>8.3f}")
+    if args.out:
+        atomic_write_json(args.out, rows)
+
+
+@app.command(
+    "tasks",
+    help="print one sample of a task",
+    args=[arg("task", choices=TASKS), arg("--length", type=int, default=256)],
+    common=["seed"],
+)
+def _tasks(args: argparse.Namespace) -> None:
+    sample = generate(args.task, args.length, args.seed)
+    print(decode_bytes(sample.ids[: sample.prompt_length]).decode("utf-8", errors="replace"))
+    print(f"--- answer(s): {', '.join(sample.answers)}")
+
+
+@app.command("info", help="the presets and their sizes")
+def _info(args: argparse.Namespace) -> None:
+    for name in PRESETS:
+        print(json.dumps(preset_summary(name)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

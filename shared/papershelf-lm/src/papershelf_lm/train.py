@@ -1,0 +1,202 @@
+"""Training the testbed models: a mixture of corpus text and tasks, a length curriculum, answer-weighted
+loss, resumable checkpoints.
+
+A run lives in one folder: ``state.pt`` (model, optimizer, step, config; rewritten atomically every
+``checkpoint_every`` steps), ``log.jsonl`` (one line per logged step) and, on completion, the exported
+model (``model.safetensors`` + ``config.json`` + tokenizer files + ``train_config.json``). Calling
+:func:`train` again on the same folder resumes from the last state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from papershelf.errors import InputError, check_int, check_number
+from papershelf.repro import atomic_write_json
+from papershelf_lm.corpus import corpus_bytes, corpus_id
+from papershelf_lm.model import build_model, get_preset
+from papershelf_lm.tasks import TASKS, generate
+from papershelf_lm.tokenizer import BOS, byte_tokenizer
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on (stored with the run, so it resumes identically)."""
+
+    preset: str
+    steps: int = 2000
+    batch_size: int = 16
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 100
+    weight_decay: float = 0.05
+    # (first step, sequence length): the length curriculum
+    curriculum: list[tuple[int, int]] = field(default_factory=lambda: [(0, 128), (500, 256), (1000, 512)])
+    # share of sequences per source; "text" is plain corpus text
+    mixture: dict[str, float] = field(
+        default_factory=lambda: {"text": 0.3, "mqar": 0.3, "passkey": 0.2, "niah": 0.1, "vartrack": 0.1}
+    )
+    answer_weight: float = 1.0  # loss weight of answer tokens
+    context_weight: float = 0.1  # loss weight of the other tokens of task sequences
+    seed: int = 0
+    checkpoint_every: int = 100
+    log_every: int = 10
+
+    def __post_init__(self) -> None:
+        get_preset(self.preset)
+        check_int("steps", self.steps, low=1)
+        check_int("batch_size", self.batch_size, low=1)
+        check_number("lr", self.lr, low=0, low_open=True)
+        unknown = set(self.mixture) - {"text", *TASKS}
+        if unknown:
+            raise InputError(f"unknown mixture source(s) {sorted(unknown)}; known: text, {', '.join(TASKS)}")
+        if not self.mixture or min(self.mixture.values()) < 0 or sum(self.mixture.values()) <= 0:
+            raise InputError("mixture weights must be non-negative with a positive sum")
+        self.curriculum = [tuple(x) for x in sorted(self.curriculum)]
+        if self.curriculum[0][0] != 0:
+            raise InputError("the curriculum must start at step 0")
+        context = get_preset(self.preset).context
+        for _, length in self.curriculum:
+            check_int("curriculum length", length, low=32, high=context)
+
+    def length_at(self, step: int) -> int:
+        return [length for start, length in self.curriculum if start <= step][-1]
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up, then cosine decay to ``min_lr``."""
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.steps - self.warmup))
+        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def make_batch(config: TrainConfig, step: int):
+    """(input ids, per-token loss weights, answer mask) for one step, deterministic in (seed, step)."""
+    import torch
+
+    rng = np.random.default_rng([config.seed, step])
+    length = config.length_at(step)
+    sources = list(config.mixture)
+    probs = np.array([config.mixture[s] for s in sources], dtype=float)
+    picks = rng.choice(len(sources), size=config.batch_size, p=probs / probs.sum())
+    text = corpus_bytes("train")
+    ids = np.empty((config.batch_size, length), dtype=np.int64)
+    weights = np.empty((config.batch_size, length), dtype=np.float32)
+    answers = np.zeros((config.batch_size, length), dtype=bool)
+    for row, pick in enumerate(picks):
+        source = sources[pick]
+        if source == "text":
+            start = int(rng.integers(0, len(text) - length))
+            ids[row] = [BOS, *text[start : start + length - 1]]
+            weights[row] = 1.0
+        else:
+            sample = generate(source, length, int(rng.integers(2**31)))
+            ids[row] = sample.ids
+            weights[row] = np.where(sample.answer_mask, config.answer_weight, config.context_weight)
+            answers[row] = sample.answer_mask
+    return torch.from_numpy(ids), torch.from_numpy(weights), torch.from_numpy(answers)
+
+
+def weighted_loss(logits, ids, weights):
+    """Next-token cross-entropy, each target token weighted (the first token is never a target)."""
+    import torch.nn.functional as F
+
+    per_token = F.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1), reduction="none"
+    )
+    w = weights[:, 1:].reshape(-1)
+    return (per_token * w).sum() / w.sum().clamp_min(1e-8)
+
+
+def _answer_accuracy(logits, ids, answers) -> float | None:
+    """Share of the batch's task-answer tokens that are the greedy prediction (teacher-forced)."""
+    mask = answers[:, 1:]
+    if not bool(mask.any()):
+        return None
+    right = logits[:, :-1].argmax(-1) == ids[:, 1:]
+    return float(right[mask].float().mean())
+
+
+def _save_state(path: Path, model, optimizer, step: int, config: TrainConfig) -> None:
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "config": asdict(config)}, tmp)  # fmt: skip
+    os.replace(tmp, path)
+
+
+def train(
+    config: TrainConfig, out_dir: str | Path, *, max_minutes: float | None = None, quiet: bool = False
+) -> dict:
+    """Train (or resume) a run in ``out_dir``; stop at ``config.steps`` or after ``max_minutes``."""
+    import torch
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state_path, log_path = out / "state.pt", out / "log.jsonl"
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    model = build_model(config.preset, seed=config.seed)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+    )
+    step = 0
+    if state_path.exists():
+        try:
+            state = torch.load(state_path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a truncated or foreign file must not become a silent restart
+            raise InputError(f"cannot resume from {state_path}: {exc}") from None
+        if state["config"]["preset"] != config.preset:
+            raise InputError(f"{state_path} holds a {state['config']['preset']!r} run, not {config.preset!r}")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = int(state["step"])
+    start_time = time.perf_counter()
+    model.train()
+    while step < config.steps:
+        if max_minutes is not None and time.perf_counter() - start_time > 60 * max_minutes:
+            break
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr_at(step)
+        ids, weights, answers = make_batch(config, step)
+        tick = time.perf_counter()
+        logits = model(input_ids=ids).logits
+        loss = weighted_loss(logits, ids, weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        if step % config.log_every == 0 or step == config.steps:
+            entry = {"step": step, "loss": loss.item(), "lr": config.lr_at(step - 1), "length": ids.shape[1],
+                     "answer_token_acc": _answer_accuracy(logits, ids, answers),
+                     "tokens_per_s": ids.numel() / (time.perf_counter() - tick)}  # fmt: skip
+            with log_path.open("a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+            if not quiet:
+                print(json.dumps(entry), flush=True)
+        if step % config.checkpoint_every == 0 or step == config.steps:
+            _save_state(state_path, model, optimizer, step, config)
+    if step >= config.steps:
+        export(model, config, out)
+    return {"step": step, "done": step >= config.steps}
+
+
+def export(model, config: TrainConfig, out: Path) -> None:
+    """Write the finished model as a transformers folder (bf16 safetensors) with tokenizer and config."""
+    import torch
+
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    byte_tokenizer().save_pretrained(out)
+    atomic_write_json(out / "train_config.json", {**asdict(config), "corpus": corpus_id()})
