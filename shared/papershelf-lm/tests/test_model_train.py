@@ -21,7 +21,7 @@ def test_training_lowers_the_loss_on_a_fixed_batch():
     torch.manual_seed(0)
     config = TrainConfig(preset="micro", batch_size=4, curriculum=[(0, 128)])
     model = build_model("micro")
-    ids, weights, _ = make_batch(config, 0)
+    ids, weights, _, _ = make_batch(config, 0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     first = None
     for _ in range(30):
@@ -67,4 +67,20 @@ def test_cli_errors_and_tasks(capsys, tmp_path):
     assert main(["train", "--preset", "giant", "--out", str(tmp_path)]) == 2
     assert "tiny-s" in capsys.readouterr().err
     assert main(["eval", str(tmp_path / "missing")]) == 2
-    assert "cannot load" in capsys.readouterr().err
+    assert "unknown checkpoint" in capsys.readouterr().err
+
+
+def test_curriculum_stages_override_batch_mixture_and_weights():
+    stage = [64, 128, {"batch_size": 3, "mixture": {"mqar": 1.0}, "per_row": True, "context_weight": 0.5}]
+    config = TrainConfig(preset="micro", curriculum=[(0, 64), stage], mixture={"text": 1.0})
+    ids, weights, answers, sources = make_batch(config, 0)
+    assert ids.shape == (16, 64) and set(sources) == {"text"} and torch.all(weights == 1.0)
+    ids, weights, answers, sources = make_batch(config, 64)
+    assert ids.shape == (3, 128) and sources == ["mqar"] * 3
+    assert torch.allclose(weights[:, 1:].sum(1), torch.ones(3))  # per-row normalised
+    ratio = weights[answers].max() / weights[1:][~answers[1:]].max()
+    assert torch.isclose(ratio, torch.tensor(2.0))  # answer weight 1 over context weight 0.5
+    with pytest.raises(InputError, match="per stage"):
+        TrainConfig(preset="micro", curriculum=[(0, 64, {"lr": 1.0})])
+    with pytest.raises(InputError, match="mixture"):
+        TrainConfig(preset="micro", curriculum=[(0, 64, {"mixture": {"poetry": 1}})])

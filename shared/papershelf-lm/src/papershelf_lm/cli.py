@@ -26,6 +26,7 @@ app = App(
         arg("--out", required=True, help="run folder (resumed when it holds a state)"),
         arg("--config", default=None, help="JSON file of TrainConfig fields overriding the defaults"),
         arg("--max-minutes", type=float, default=None, help="stop after this long (resume later)"),
+        arg("--threads", type=int, default=None, help="CPU threads (default: all; 1 on a busy machine)"),
     ],
     common=["quiet"],
 )
@@ -45,14 +46,18 @@ def _train(args: argparse.Namespace) -> None:
         config = TrainConfig(preset=args.preset, **overrides)
     except TypeError as exc:
         raise InputError(f"--config: {exc}") from None
-    print(json.dumps(train(config, args.out, max_minutes=args.max_minutes, quiet=args.quiet)))
+    print(
+        json.dumps(
+            train(config, args.out, max_minutes=args.max_minutes, threads=args.threads, quiet=args.quiet)
+        )
+    )
 
 
 @app.command(
     "eval",
     help="task accuracy by length and validation bits per byte of a model folder",
     args=[
-        arg("model", help="a model folder written by train"),
+        arg("model", help="a shipped checkpoint name (see info) or a model folder written by train"),
         arg("--tasks", nargs="+", default=list(TASKS), choices=TASKS),
         arg("--lengths", nargs="+", type=int, default=[256, 512, 1024]),
         arg("-n", type=int, default=20, help="samples per task and length"),
@@ -60,23 +65,30 @@ def _train(args: argparse.Namespace) -> None:
     common=["out"],
 )
 def _eval(args: argparse.Namespace) -> None:
-    from transformers import LlamaForCausalLM
-
     from papershelf.repro import atomic_write_json
     from papershelf_lm.corpus import corpus_id
     from papershelf_lm.evaluate import bits_per_byte, task_accuracy
+    from papershelf_lm.model import load
 
-    try:
-        model = LlamaForCausalLM.from_pretrained(args.model, local_files_only=True).float().eval()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot load a model from {args.model!r}: {exc}") from None
-    rows = {"corpus": corpus_id(), "bits_per_byte": bits_per_byte(model), "accuracy": {}}
+    if args.n < 1:
+        raise InputError(f"-n must be at least 1, got {args.n}")
+    if min(args.lengths) < 16:
+        raise InputError(f"--lengths must be at least 16 tokens, got {min(args.lengths)}")
+    model, _ = load(args.model)
+    rows = {"model": args.model, "corpus": corpus_id(), "n": args.n, "bits_per_byte": bits_per_byte(model),
+            "accuracy": {}}  # fmt: skip
     print(f"validation bits per byte: {rows['bits_per_byte']:.3f}")
+    rows["longest_length_at_80"] = {}
     for task in args.tasks:
-        for length in args.lengths:
+        for length in sorted(args.lengths):
             acc = task_accuracy(model, task, length, n=args.n)
             rows["accuracy"][f"{task}@{length}"] = acc
             print(f"{task:<10}{length:>7}{acc:>8.3f}")
+        # the longest evaluated length up to which every evaluated length retrieves >= 80%
+        failing = [n for n in sorted(args.lengths) if rows["accuracy"][f"{task}@{n}"] < 0.8]
+        ok = [n for n in sorted(args.lengths) if not failing or n < failing[0]]
+        rows["longest_length_at_80"][task] = ok[-1] if ok else None
+        print(f"{task:<10} longest length with >= 80%: {ok[-1] if ok else 'none'}")
     if args.out:
         atomic_write_json(args.out, rows)
 
@@ -93,10 +105,20 @@ def _tasks(args: argparse.Namespace) -> None:
     print(f"--- answer(s): {', '.join(sample.answers)}")
 
 
-@app.command("info", help="the presets and their sizes")
+@app.command("info", help="the presets, the shipped checkpoints, their sizes and scores")
 def _info(args: argparse.Namespace) -> None:
+    from papershelf_lm.model import CHECKPOINTS, checkpoint_names
+
     for name in PRESETS:
-        print(json.dumps(preset_summary(name)))
+        print(json.dumps({"preset": name, **preset_summary(name)}))
+    for name in checkpoint_names():
+        folder = CHECKPOINTS / name
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        scores = folder / "eval.json"
+        entry = {"checkpoint": name, "megabytes": round(size / 2**20, 2)}
+        if scores.is_file():
+            entry["eval"] = json.loads(scores.read_text())
+        print(json.dumps(entry))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,3 +77,50 @@ def count_parameters(model) -> int:
 def preset_summary(preset: str | Preset) -> dict:
     preset = get_preset(preset) if isinstance(preset, str) else preset
     return {**asdict(preset), "parameters": count_parameters(build_model(preset))}
+
+
+def checkpoint_names() -> list[str]:
+    """Checkpoints shipped inside the package (folders under ``papershelf_lm/checkpoints``)."""
+    if not CHECKPOINTS.is_dir():
+        return []
+    return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
+
+
+def load(name: str | Path, *, dtype=None):
+    """``(model, tokenizer)`` of a shipped checkpoint by name, or of a model folder by path; offline.
+
+    The model is in eval mode, float32 unless ``dtype`` says otherwise. A folder with missing or
+    mismatched weights is an error, never a silently random-initialised model.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder = Path(name)
+    if not folder.is_dir():
+        known = checkpoint_names()
+        if isinstance(name, str) and name in known:
+            folder = CHECKPOINTS / name
+        else:
+            raise InputError(
+                f"unknown checkpoint {str(name)!r}; shipped checkpoints: {', '.join(known) or 'none'}"
+                " (or pass a model folder written by `papershelf-lm train`)"
+            )
+    weights = folder / "model.safetensors"
+    if not (folder / "config.json").is_file() or not weights.is_file():
+        raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
+    try:
+        model, info = LlamaForCausalLM.from_pretrained(
+            folder, local_files_only=True, output_loading_info=True, dtype=dtype or torch.float32
+        )
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:  # corrupt json, truncated safetensors, wrong shapes
+        raise InputError(f"cannot load the checkpoint in {folder}: {str(exc).splitlines()[0]}") from None
+    problems = {
+        "missing": sorted(k for k in info["missing_keys"] if k != "lm_head.weight"),  # tied to embeddings
+        "unexpected": sorted(info["unexpected_keys"]),
+        "mismatched": sorted(map(str, info.get("mismatched_keys", []))),
+    }
+    if any(problems.values()):
+        detail = "; ".join(f"{kind} {keys[:2]}" for kind, keys in problems.items() if keys)
+        raise InputError(f"checkpoint {folder} does not match its config: {detail}")
+    return model.eval(), tokenizer

@@ -1,0 +1,80 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from papershelf_lm import load
+from papershelf_lm.cli import main
+from papershelf_lm.train import TrainConfig, copy_sequence, train
+
+from papershelf.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def micro_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("micro")
+    config = TrainConfig(
+        preset="micro", steps=2, batch_size=2, warmup=1, curriculum=[(0, 64)], mixture={"text": 1, "mqar": 1}
+    )
+    train(config, out, quiet=True)
+    return out
+
+
+def test_load_a_model_folder_offline_round_trips_the_weights(micro_run):
+    model, tokenizer = load(micro_run)
+    again, _ = load(str(micro_run))
+    ids = torch.tensor([tokenizer("def f(x):")["input_ids"]])
+    assert not model.training and model.dtype == torch.float32
+    assert torch.equal(model(input_ids=ids).logits, again(input_ids=ids).logits)
+    assert tokenizer.decode(ids[0]) == "def f(x):"
+
+
+def test_unknown_checkpoint_lists_the_known_ones():
+    with pytest.raises(InputError, match="unknown checkpoint 'tiny-xl'; shipped checkpoints"):
+        load("tiny-xl")
+
+
+def test_corrupt_weights_are_an_error_not_a_random_model(micro_run, tmp_path):
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((micro_run / name).read_bytes())
+    weights = (micro_run / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(InputError, match="cannot load the checkpoint"):
+        load(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(InputError, match="not a model folder"):
+        load(tmp_path)
+
+
+def test_weights_that_do_not_match_the_config_are_an_error(micro_run, tmp_path):
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((micro_run / name).read_bytes())
+    config = json.loads((micro_run / "config.json").read_text())
+    config["num_hidden_layers"] += 1  # weights for a layer that is not there
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r"does not match|cannot load"):
+        load(tmp_path)
+
+
+def test_eval_cli_on_a_model_folder(micro_run, tmp_path, capsys):
+    out = tmp_path / "eval.json"
+    args = ["eval", str(micro_run), "--tasks", "mqar", "--lengths", "64", "-n", "2", "--out", str(out)]
+    assert main(args) == 0
+    rows = json.loads(out.read_text())
+    assert set(rows["accuracy"]) == {"mqar@64"} and rows["bits_per_byte"] > 0
+    assert main(["eval", "nope-model"]) == 2
+    assert "unknown checkpoint" in capsys.readouterr().err
+
+
+def test_copy_sequences_repeat_a_span_and_mark_only_the_predictable_part():
+    rng = np.random.default_rng(0)
+    text = bytes(range(32, 127)) * 100
+    for _ in range(50):
+        ids, target = copy_sequence(rng, 128, text)
+        assert ids.shape == target.shape == (128,)
+        where = np.flatnonzero(target)
+        span = len(where) + 1
+        second = where[0] - 1
+        repeat = ids[second : second + span]
+        starts = [i for i in range(second - span + 1) if np.array_equal(ids[i : i + span], repeat)]
+        assert starts, "the marked span must have appeared earlier"
