@@ -1,0 +1,199 @@
+"""The ``dlm-constrain`` command line: sample, demo, bench, reproduce, train."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dlm_constrain import __version__
+from dlm_constrain.automaton import TokenDFA
+from papershelf.bench import format_table, write_records
+from papershelf.cli import App, arg
+from papershelf.errors import InputError, check_int
+from papershelf.repro import atomic_write_json, atomic_write_text, run_manifest, seed_everything
+
+app = App(
+    "dlm-constrain",
+    __version__,
+    "Exact constrained sampling from diffusion-LM mean-field posteriors under finite automata.",
+)
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+
+def _read_vocab(path: str | None, V: int) -> list[str]:
+    if path is None:
+        raise InputError(
+            f"--vocab is required: a JSON list of the {V} token strings (or a {{token: id}} object)"
+        )
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--vocab: no such file {path!r}")
+    try:
+        vocab = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"--vocab: {path!r} is not JSON ({type(exc).__name__})") from None
+    if not isinstance(vocab, list | dict):
+        raise InputError("--vocab must hold a JSON list of token strings or a {token: id} object")
+    return vocab
+
+
+def _read_probs(path: str) -> np.ndarray:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--probs: no such file {path!r}")
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise InputError(
+            f"--probs: cannot read {path!r} as .npy ({' '.join(str(exc).split())[:100]})"
+        ) from None
+    return arr
+
+
+@app.command(
+    "sample",
+    help="exact samples (or the MAP string) from per-position probabilities under a regex or JSON schema",
+    args=[
+        arg("--probs", required=True, help=".npy file of shape [positions, vocab] (rows are normalised)"),
+        arg("--vocab", default=None, help="JSON file: list of token strings, or {token: id}"),
+        arg("--regex", default=None, help="constraint as a regular expression (whole-string match)"),
+        arg("--schema", default=None, help="constraint as a JSON schema (a file path or inline JSON)"),
+        arg("--eos-id", type=int, default=None, help="end/padding token id (allows shorter strings)"),
+        arg("--num-samples", type=int, default=1),
+        arg("--method", choices=("sequential", "scan", "bisect"), default="sequential"),
+        arg("--greedy", action="store_true", help="the most probable accepted string (max-product)"),
+        arg("--strict", action="store_true", help="reject rows that do not sum to 1 instead of normalising"),
+    ],
+    common=["seed", "out"],
+)
+def _sample(args: argparse.Namespace) -> None:
+    from dlm_constrain.inference import log_partition, sample
+
+    if (args.regex is None) == (args.schema is None):
+        raise InputError("give exactly one of --regex and --schema")
+    probs = _read_probs(args.probs)
+    V = probs.shape[-1] if probs.ndim >= 1 else 0
+    vocab = _read_vocab(args.vocab, V)
+    num = check_int("--num-samples", args.num_samples, low=1)
+    if args.regex is not None:
+        dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id)
+    else:
+        schema = args.schema
+        if Path(schema).is_file():
+            schema = Path(schema).read_text(encoding="utf-8")
+        dfa = TokenDFA.from_json_schema(schema, vocab, args.eos_id)
+    gen = torch.Generator().manual_seed(args.seed)
+    x = sample(
+        probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
+    )
+    lz = log_partition(probs, dfa, normalize=not args.strict)
+    texts = [dfa.decode(row) for row in x.tolist()]
+    print(f"automaton: {dfa.num_states} states, vocabulary {dfa.vocab_size}; log Z = {lz:.6g}")
+    for t in texts[: 1 if args.greedy else num]:
+        print(t)
+    if args.out:
+        atomic_write_json(
+            args.out,
+            {
+                "tokens": x.tolist(),
+                "texts": texts,
+                "log_partition": lz,
+                "greedy": args.greedy,
+                "method": args.method,
+                "manifest": run_manifest(),
+            },
+        )
+
+
+@app.command(
+    "demo",
+    help="JSON records from the shipped tiny DLM: every strategy side by side (~20 s)",
+    args=[arg("--count", type=int, default=12)],
+    common=["seed", "quiet"],
+)
+def _demo(args: argparse.Namespace) -> None:
+    from dlm_constrain.experiments import demo
+
+    count = check_int("--count", args.count, low=1, high=1000)
+    seed_everything(args.seed)
+    rows = demo(count, args.seed)
+    print(f"tiny masked-diffusion LM, JSON task, {count} prompts, 34 positions, 8 steps, stochastic")
+    print(f"{'strategy':14s} {'validity':>9s} {'accuracy':>9s}")
+    for r in rows:
+        print(f"{r['strategy']:14s} {r['validity']:9.3f} {r['accuracy']:9.3f}")
+
+
+@app.command(
+    "bench",
+    help="constraint overhead, log-depth vs sequential samplers, tiny-DLM accuracy",
+    args=[arg("--quick", action="store_true", help="tiny sizes, seconds")],
+    common=["seed", "out"],
+)
+def _bench(args: argparse.Namespace) -> None:
+    from dlm_constrain.experiments import bench
+
+    seed_everything(args.seed)
+    torch.set_num_threads(1)
+    records = bench(quick=args.quick, seed=args.seed)
+    print(format_table(records))
+    if args.out:
+        write_records(args.out, records)
+
+
+@app.command(
+    "reproduce",
+    help="the headline experiment: validity and accuracy of every strategy on 3 tasks",
+    args=[arg("--count", type=int, default=60, help="instances per task (default 60)")],
+    common=["seed", "out", "quiet"],
+)
+def _reproduce(args: argparse.Namespace) -> None:
+    from dlm_constrain.experiments import reproduce
+
+    count = check_int("--count", args.count, low=1, high=10_000)
+    seed_everything(args.seed)
+    res = reproduce(count, args.seed, quiet=args.quiet)
+    res["manifest"] = run_manifest(command=f"dlm-constrain reproduce --count {count} --seed {args.seed}")
+    print(f"{'setting':28s} {'validity':>9s} {'accuracy':>9s}")
+    for key, m in res["summary"].items():
+        print(f"{key:28s} {m['validity']:9.3f} {m['accuracy']:9.3f}")
+    out = Path(args.out) if args.out else RESULTS / "reproduce.json"
+    atomic_write_json(out, res)
+    print(f"wrote {out}")
+
+
+@app.command(
+    "train",
+    help="train the tiny masked-diffusion LM on the synthetic tasks (CPU, minutes)",
+    args=[
+        arg("--steps", type=int, default=800),
+        arg("--lr", type=float, default=3e-3),
+        arg("--threads", type=int, default=1),
+    ],
+    common=["seed", "out", "quiet"],
+)
+def _train(args: argparse.Namespace) -> None:
+    from dlm_constrain import model as M
+
+    steps = check_int("--steps", args.steps, low=1)
+    threads = check_int("--threads", args.threads, low=1)
+    if not (args.lr > 0 and np.isfinite(args.lr)):
+        raise InputError(f"--lr must be a positive number, got {args.lr}")
+    if args.out is None:
+        raise InputError("--out is required (the shipped weights are in src/dlm_constrain/weights/)")
+    torch.set_num_threads(threads)
+    net, log = M.train(steps=steps, lr=args.lr, seed=args.seed, quiet=args.quiet)
+    M.save(net, args.out, {"steps": steps, "lr": args.lr, "seed": args.seed, "log": log})
+    atomic_write_text(str(args.out) + ".log.json", json.dumps(log, indent=1))
+    print(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    app.run()

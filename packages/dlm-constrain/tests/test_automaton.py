@@ -1,0 +1,158 @@
+"""The regex compiler against Python's re, token lifting with multi-character tokens, JSON schemas."""
+
+import itertools
+import json
+import re
+
+import pytest
+from dlm_constrain import TokenDFA, compile_regex, schema_to_regex
+from dlm_constrain.json_schema import is_valid_json_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from papershelf.errors import InputError
+
+ALPHA = "ab1{"
+PATTERNS = [
+    "a(b|1)*",
+    "(ab)+1?",
+    "[ab]{2,3}",
+    "[^a]*a",
+    "a{0,2}b{1,}",
+    r"\{(a|b1)?",
+    "(a|)(b|)1",
+    r"\d+",
+    "a+?b",
+    "(?:ab|ba)*",
+    ".1.",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_regex_dfa_matches_python_re_on_all_short_strings(pattern):
+    dfa = compile_regex(pattern, ALPHA)
+    for k in range(6):
+        for chars in itertools.product(ALPHA, repeat=k):
+            s = "".join(chars)
+            assert dfa.accepts(s) == (re.fullmatch(pattern, s) is not None), (pattern, s)
+
+
+def test_dfa_is_minimal_for_a_known_language():
+    # strings over {a, b} whose count of a's is divisible by 3: exactly 3 live states + dead
+    assert compile_regex("(b*ab*ab*ab*)*b*", "ab").num_states == 4
+
+
+@given(st.lists(st.sampled_from(["a", "b", "ab", "bba", "1", "{a"]), min_size=0, max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_token_dfa_equals_regex_on_decoded_text(tokens):
+    vocab = ["a", "b", "ab", "bba", "1", "{a", "<eos>"]
+    for pattern in ("(ab|b)*1?", r"\{?a(ba)*b*"):
+        dfa = TokenDFA.from_regex(pattern, vocab, eos_id=6)
+        ids = [vocab.index(t) for t in tokens]
+        text = "".join(tokens)
+        expect = re.fullmatch(pattern, text) is not None
+        assert dfa.accepts(ids) == expect
+        assert dfa.accepts([*ids, 6, 6]) == expect  # EOS pads an accepted string
+        if ids:
+            assert not dfa.accepts([6, *ids])  # nothing but padding after EOS
+
+
+def test_special_and_empty_tokens_are_never_allowed():
+    dfa = TokenDFA.from_regex("a*", ["a", "", "<mask>", "<eos>"], eos_id=3, special_ids=[2])
+    assert dfa.accepts([0, 0, 3]) and not dfa.accepts([0, 1]) and not dfa.accepts([2])
+
+
+def test_vocab_as_dict():
+    dfa = TokenDFA.from_regex("ab", {"b": 1, "a": 0})
+    assert dfa.accepts([0, 1]) and dfa.vocab == ("a", "b")
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 1, "maximum": 12},
+        "tag": {"enum": ["x", "yz"]},
+        "v": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2},
+        "s": {"type": "string", "maxLength": 2},
+    },
+    "required": ["id", "tag"],
+}
+
+
+@pytest.mark.parametrize(
+    "doc,ok",
+    [
+        ({"id": 3, "tag": "x"}, True),
+        ({"id": 12, "tag": "yz", "v": [True, False]}, True),
+        ({"id": 1, "tag": "x", "s": "ab"}, True),
+        ({"id": 1, "tag": "x", "v": [], "s": ""}, True),
+        ({"id": 13, "tag": "x"}, False),
+        ({"id": 0, "tag": "x"}, False),
+        ({"id": 3}, False),
+        ({"id": 3, "tag": "y"}, False),
+        ({"id": 3, "tag": "x", "v": [True, True, True]}, False),
+        ({"id": 3, "tag": "x", "s": "abc"}, False),
+    ],
+)
+def test_json_schema_automaton(doc, ok):
+    text = json.dumps(doc, separators=(",", ":"))
+    vocab = [*sorted(set('{}[]":,' + "0123456789" + "abcdefghijklmnopqrstuvwxyz")), '{"', '":', "true", "<e>"]
+    dfa = TokenDFA.from_json_schema(SCHEMA, vocab, eos_id=len(vocab) - 1)
+    chars = [vocab.index(c) for c in text]
+    assert dfa.accepts(chars) == ok
+    assert is_valid_json_for(SCHEMA, text) == ok
+    if ok:  # the same text split into multi-character tokens is accepted too
+        multi = text.replace('{"', "\x00").replace("true", "\x01")
+        ids = [
+            vocab.index('{"') if c == "\x00" else vocab.index("true") if c == "\x01" else vocab.index(c)
+            for c in multi
+        ]
+        assert dfa.accepts(ids)
+
+
+@pytest.mark.parametrize(
+    "pattern,match",
+    [
+        ("a(b", "missing '\\)'"),
+        ("a)b", "unexpected '\\)'"),
+        ("*a", "nothing to repeat"),
+        ("[ab", "unterminated"),
+        ("a{3,1}", "bad repetition"),
+        ("(?=a)", "look-around"),
+        (r"(a)\1", "unsupported escape"),
+        ("^a$", "anchors"),
+        ("[b-a]", "bad range"),
+    ],
+)
+def test_bad_regex_names_the_problem(pattern, match):
+    with pytest.raises(InputError, match=match):
+        TokenDFA.from_regex(pattern, ["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "schema,match",
+    [
+        ({}, "unrestricted"),
+        ({"type": "thing"}, "unsupported"),
+        ({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["b"]}, "unknown properties"),
+        ("{not json", "not valid JSON"),
+        ({"enum": []}, "non-empty"),
+        ({"type": "integer", "minimum": 0, "maximum": 10**6}, "too wide"),
+    ],
+)
+def test_bad_schema(schema, match):
+    with pytest.raises(InputError, match=match):
+        TokenDFA.from_json_schema(schema, ["a"])
+
+
+def test_bad_vocab_and_ids():
+    with pytest.raises(InputError, match="vocab must not be empty"):
+        TokenDFA.from_regex("a", [])
+    with pytest.raises(InputError, match="eos_id must be a token id in \\[0, 1\\]"):
+        TokenDFA.from_regex("a", ["a", "b"], eos_id=5)
+    with pytest.raises(InputError, match="list of token strings"):
+        TokenDFA.from_regex("a", "ab")
+
+
+def test_schema_regex_is_plain_python_regex():
+    assert re.fullmatch(schema_to_regex({"type": "array", "items": {"type": "integer"}}), "[1,-2,30]")
