@@ -1,0 +1,492 @@
+"""The ``bif-hgp`` command line: ``run``, ``transfer``, ``demo``, ``bench`` and ``reproduce``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bif_hgp import __version__
+from papershelf.bench import format_table, record, write_records
+from papershelf.cli import App, arg
+from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
+from papershelf.repro import atomic_path, atomic_write_json, run_manifest
+
+app = App(
+    "bif-hgp",
+    __version__,
+    "BIF: hierarchical GP Bayesian optimisation with bottom-up priors and top-down soft decomposition.",
+)
+
+METHOD_CHOICES = ("bif", "bif-scaled", "bottomup", "vanilla", "single", "random")
+PROBLEM_CHOICES = ("additive2d", "additive3d", "multiplicative2d", "nonadditive3d", "transfer2d", "hpo")
+
+
+def _say(args: argparse.Namespace):
+    return (lambda msg: None) if getattr(args, "quiet", False) else (lambda msg: print(msg, flush=True))
+
+
+def _out_path(path: str | None, what: str = "--out") -> Path | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and p.is_dir():
+        raise InputError(f"{what} {path!r} is a directory; give a file name")
+    if p.parent != Path("") and p.parent.exists() and not p.parent.is_dir():
+        raise InputError(f"{what} {path!r}: {p.parent} is not a directory")
+    return p
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+# ---- run -------------------------------------------------------------------------------------------
+@app.command(
+    "run",
+    help="one optimisation run of a built-in problem",
+    args=[
+        arg("--problem", default="additive2d", help=f"one of {', '.join(PROBLEM_CHOICES)}"),
+        arg("--method", default="bif", help=f"one of {', '.join(METHOD_CHOICES)} (default bif)"),
+        arg(
+            "--budget", type=int, default=40, help="parent evaluations, initial design included (default 40)"
+        ),
+        arg("--n-init", type=int, default=3, help="random initial parent queries (default 3)"),
+        arg("--noise", type=float, default=0.1, help="observation noise s.d. of synthetic problems"),
+        arg("--grid", type=int, default=None, help="grid points per dimension (default: the problem's)"),
+        arg("--kappa", type=float, default=7.5, help="parent UCB κ (default 7.5)"),
+        arg("--gamma", type=float, default=2.0, help="children's acquisition parameter γ (default 2)"),
+        arg("--acquisition", default="ucb", help="parent acquisition: ucb, ei or pi (default ucb)"),
+        arg("--child-acquisition", default="pi", help="children's acquisition: ucb, ei or pi (default pi)"),
+    ],
+    common=["seed", "out", "quiet"],
+)
+def _run(args: argparse.Namespace) -> None:
+    from papershelf.errors import check_choice
+
+    check_choice("--problem", args.problem, PROBLEM_CHOICES)
+    check_choice("--method", args.method, METHOD_CHOICES)
+    out = _out_path(args.out)
+    budget = check_int("--budget", args.budget, low=1)
+    n_init = check_int("--n-init", args.n_init, low=0)
+    if budget < n_init:
+        raise InputError(f"--budget ({budget}) must be at least the initial design --n-init ({n_init})")
+    from bif_hgp.data import make_problem
+    from bif_hgp.experiments import limit_threads, run_method, summarise
+
+    limit_threads()
+    problem = make_problem(
+        args.problem, seed=args.seed, noise=check_number("--noise", args.noise, low=0), grid=args.grid
+    )
+    opts: dict[str, Any] = {"n_init": n_init, "kappa": args.kappa}
+    if args.method in ("bif", "bif-scaled", "bottomup"):
+        opts.update(gamma=args.gamma, acquisition=args.acquisition, child_acquisition=args.child_acquisition)
+    res = run_method(problem, args.method, budget, seed=args.seed, **opts)
+    s = summarise(res)
+    say = _say(args)
+    say(f"{args.problem} ({problem.description}), {args.method}, budget {budget}, seed {args.seed}")
+    rows = [
+        ["best observed y", _fmt(s["best_y"], 4)],
+        ["parent R²", _fmt(s["parent_r2"])],
+        ["mean child R² (scale-free)", _fmt(s["child_r2"])],
+        ["exploration score", _fmt(s["exploration"])],
+        ["AUC (paper, ×100)", _fmt(s["auc"], 1)],
+        ["seconds", _fmt(s["seconds"], 1)],
+    ]
+    print(_table(rows, ["metric", "value"]))
+    if out is not None:
+        atomic_write_json(
+            out, {"problem": args.problem, "summary": s, "run": res.to_dict(), "manifest": run_manifest()}
+        )
+        say(f"written {out}")
+
+
+# ---- transfer -------------------------------------------------------------------------------------
+@app.command(
+    "transfer",
+    help="modular reuse: train BIF on one task, transfer a child to a new composite task",
+    args=[
+        arg("--source", default="additive2d", help="task the child is trained on (default additive2d)"),
+        arg(
+            "--target",
+            default="transfer2d",
+            help="new composite task sharing that child (default transfer2d)",
+        ),
+        arg("--child", default="a", help="the child to transfer (default a)"),
+        arg("--seeds", type=int, default=5, help="number of seeds (default 5)"),
+        arg("--source-budget", type=int, default=40),
+        arg("--budget", type=int, default=20, help="budget on the target task (default 20)"),
+    ],
+    common=["out", "quiet"],
+)
+def _transfer(args: argparse.Namespace) -> None:
+    from bif_hgp.data import SYNTHETIC
+    from bif_hgp.experiments import limit_threads, transfer_experiment
+    from papershelf.errors import check_choice
+
+    check_choice("--source", args.source, tuple(SYNTHETIC))
+    check_choice("--target", args.target, tuple(SYNTHETIC))
+    src_children, tgt_children = SYNTHETIC[args.source][0], SYNTHETIC[args.target][0]
+    if args.child not in src_children or args.child not in tgt_children:
+        raise InputError(
+            f"--child {args.child!r} must be a child of both tasks: {args.source} has {list(src_children)}, "
+            f"{args.target} has {list(tgt_children)}"
+        )
+    seeds = check_int("--seeds", args.seeds, low=1)
+    budget = check_int("--budget", args.budget, low=4)
+    sbudget = check_int("--source-budget", args.source_budget, low=4)
+    out = _out_path(args.out)
+    limit_threads()
+    res = transfer_experiment(
+        source=args.source,
+        target=args.target,
+        child=args.child,
+        seeds=range(seeds),
+        source_budget=sbudget,
+        budget=budget,
+        progress=_say(args),
+    )
+    rows = [
+        [
+            key,
+            _fmt(res[f"{key}_transfer"], 3 if key != "auc" else 1),
+            _fmt(res[f"{key}_scratch"], 3 if key != "auc" else 1),
+        ]
+        for key in ("auc", "parent_r2", "child_r2")
+    ]
+    start_t = sum(r["transfer_child_curve"][0] for r in res["rows"]) / len(res["rows"])
+    start_s = sum(r["scratch_child_curve"][0] for r in res["rows"]) / len(res["rows"])
+    rows.append([f"child {args.child!r} R² after the initial design", _fmt(start_t), _fmt(start_s)])
+    print(
+        f"transfer child {args.child!r}: {args.source} → {args.target}, "
+        f"budget {budget}, {seeds} seeds (means)"
+    )
+    print(_table(rows, ["metric", "transferred child", "from scratch"]))
+    print(f"Wilcoxon p (AUC transfer > scratch): {_fmt(res['p_auc'])}")
+    if out is not None:
+        atomic_write_json(out, {**res, "manifest": run_manifest()})
+
+
+# ---- demo -----------------------------------------------------------------------------------------
+@app.command(
+    "demo", help="BIF vs its baselines on a small 2-D additive problem (about 20 s)", common=["seed"]
+)
+def _demo(args: argparse.Namespace) -> None:
+    from bif_hgp.data import make_problem
+    from bif_hgp.experiments import LABELS, limit_threads, run_method, summarise
+
+    limit_threads()
+    print("additive2d on a 16×16 grid, budget 15 (3 random + 12 BO queries), seed", args.seed)
+    rows = []
+    for method in ("bif", "bottomup", "vanilla", "random"):
+        problem = make_problem("additive2d", seed=args.seed, grid=16)
+        s = summarise(run_method(problem, method, 15, seed=args.seed))
+        rows.append(
+            [
+                LABELS[method],
+                _fmt(s["parent_r2"]),
+                _fmt(s["child_r2"]),
+                _fmt(s["exploration"]),
+                _fmt(s["auc"], 1),
+                _fmt(s["seconds"], 1),
+            ]
+        )
+    print(_table(rows, ["method", "parent R²", "child R²", "exploration", "AUC", "s"]))
+
+
+# ---- bench ----------------------------------------------------------------------------------------
+@app.command(
+    "bench",
+    help="the issue's targets, BIF against the anchors in one run; --out writes bench records",
+    args=[
+        arg("--quick", action="store_true", help="2 seeds, budget 8, grid 8: proves the path in seconds"),
+        arg("--seeds", type=int, default=10, help="seeds (default 10)"),
+        arg("--budget", type=int, default=40, help="queries for the ratio targets (default 40)"),
+    ],
+    common=["out", "quiet"],
+)
+def _bench(args: argparse.Namespace) -> None:
+    from bif_hgp.experiments import aggregate, compare, limit_threads, time_run
+
+    out = _out_path(args.out)
+    seeds = 2 if args.quick else check_int("--seeds", args.seeds, low=2)
+    budget = 8 if args.quick else check_int("--budget", args.budget, low=4)
+    grid = 8 if args.quick else None
+    t_budget = 10 if args.quick else 60
+    limit_threads()
+    say = _say(args)
+    block = compare(
+        "additive2d",
+        methods=("bif", "bottomup", "vanilla", "single"),
+        seeds=range(seeds),
+        budget=budget,
+        grid=grid,
+        progress=say,
+    )
+    agg = aggregate(block)
+    m = agg["means"]
+    setting = {"problem": "additive2d", "budget": budget, "seeds": seeds, "noise": 0.1, "grid": grid or 32}
+    common = {"package": "bif-hgp", "version": __version__, "repeats": seeds}
+    recs = [
+        record(
+            **common,
+            benchmark="parent-r2-vs-vanilla",
+            setting=setting,
+            metric="parent R² (mean over seeds)",
+            better="higher",
+            candidate="bif",
+            candidate_value=m["bif"]["parent_r2"],
+            baseline="vanilla GP-UCB (BoTorch)",
+            baseline_value=m["vanilla"]["parent_r2"],
+            target=2.0,
+            wilcoxon_p=agg["p_parent_r2"],
+        ),
+        record(
+            **common,
+            benchmark="auc-vs-vanilla",
+            setting=setting,
+            metric="paper AUC: exploration + parent R² + child R²",
+            better="higher",
+            candidate="bif",
+            candidate_value=m["bif"]["auc"],
+            baseline="vanilla GP-UCB (BoTorch)",
+            baseline_value=m["vanilla"]["auc"],
+            target=1.5,
+            wilcoxon_p=agg["p_auc"],
+        ),
+        record(
+            **common,
+            benchmark="regret-auc-vs-vanilla",
+            setting=setting,
+            metric="area under normalised simple regret",
+            better="lower",
+            candidate="bif",
+            candidate_value=m["bif"]["regret_auc"],
+            baseline="vanilla GP-UCB (BoTorch)",
+            baseline_value=m["vanilla"]["regret_auc"],
+            target=round(1 / 1.5, 4),
+            wilcoxon_p=agg["p_regret_auc"],
+        ),
+        record(
+            **common,
+            benchmark="ablation-no-topdown-child-r2",
+            setting=setting,
+            metric="mean child R² (scale-free)",
+            better="lower",
+            candidate="bottom-up only",
+            candidate_value=m["bottomup"]["child_r2"],
+            baseline="bif",
+            baseline_value=m["bif"]["child_r2"],
+            target=0.7,
+            wilcoxon_p=agg["p_child_r2"],
+        ),
+        record(
+            **common,
+            benchmark="parent-r2-vs-single-gp-paper-recipe",
+            setting=setting,
+            metric="parent R² (mean over seeds)",
+            better="higher",
+            candidate="bif",
+            candidate_value=m["bif"]["parent_r2"],
+            baseline="single GP, paper's recipe",
+            baseline_value=m["single"]["parent_r2"],
+            target=None,
+        ),
+    ]
+    say(f"timing: {t_budget} BIF iterations on additive3d (16³ grid), BoTorch GP-UCB on the same run length")
+    t_bif = time_run("additive3d", t_budget, method="bif")
+    t_van = time_run("additive3d", t_budget, method="vanilla")
+    tsetting = {"problem": "additive3d", "iterations": t_budget, "grid": 16}
+    recs.append(
+        record(
+            **{**common, "repeats": 1},
+            benchmark="time-3d-60-iterations",
+            setting=tsetting,
+            metric="wall seconds / the issue's 120 s allowance",
+            better="lower",
+            candidate="bif",
+            candidate_value=t_bif,
+            baseline="120 s allowance",
+            baseline_value=120.0,
+            target=1.0,
+        )
+    )
+    recs.append(
+        record(
+            **{**common, "repeats": 1},
+            benchmark="time-3d-vs-vanilla",
+            setting=tsetting,
+            metric="wall seconds",
+            better="lower",
+            candidate="bif",
+            candidate_value=t_bif,
+            baseline="vanilla GP-UCB (BoTorch)",
+            baseline_value=t_van,
+            target=None,
+        )
+    )
+    print(format_table(recs))
+    p = agg
+    print(
+        f"Wilcoxon p: parent R² {_fmt(p['p_parent_r2'])}, AUC {_fmt(p['p_auc'])}, "
+        f"regret AUC {_fmt(p['p_regret_auc'])}, child R² (BIF > bottom-up) {_fmt(p['p_child_r2'])}"
+    )
+    print(f"child R² drop without top-down: {100 * agg['child_r2_drop']:.1f}%")
+    if out is not None:
+        write_records(out, recs)
+        say(f"written {out}")
+
+
+# ---- reproduce ------------------------------------------------------------------------------------
+@app.command(
+    "reproduce",
+    help="every method on every benchmark problem, ≥ 10 seeds; JSON, table and plot",
+    args=[
+        arg("--seeds", type=int, default=10),
+        arg("--budget", type=int, default=40),
+        arg(
+            "--problems",
+            nargs="+",
+            default=["additive2d", "additive3d", "multiplicative2d", "nonadditive3d", "hpo"],
+        ),
+        arg("--methods", nargs="+", default=["bif", "bottomup", "vanilla", "random"]),
+        arg("--grid", type=int, default=None, help="grid points per dimension of synthetic problems"),
+        arg("--plot", default=None, metavar="FILE.png", help="regret and R² curves (needs matplotlib)"),
+    ],
+    common=["out", "quiet"],
+)
+def _reproduce(args: argparse.Namespace) -> None:
+    from papershelf.errors import check_choice
+
+    for p in args.problems:
+        check_choice("--problems", p, PROBLEM_CHOICES)
+    for m in args.methods:
+        check_choice("--methods", m, METHOD_CHOICES)
+    seeds = check_int("--seeds", args.seeds, low=1)
+    budget = check_int("--budget", args.budget, low=4)
+    out = _out_path(args.out)
+    plot = _out_path(args.plot, "--plot")
+    if plot is not None:
+        _matplotlib()
+    from bif_hgp.experiments import aggregate, compare, limit_threads
+
+    limit_threads()
+    say = _say(args)
+    started = time.perf_counter()
+    blocks = []
+    for name in args.problems:
+        block = compare(
+            name, methods=args.methods, seeds=range(seeds), budget=budget, grid=args.grid, progress=say
+        )
+        block["aggregate"] = aggregate(block)
+        blocks.append(block)
+    rows = []
+    for b in blocks:
+        agg = b["aggregate"]
+        for m in args.methods:
+            mm = agg["means"][m]
+            rows.append(
+                [
+                    b["problem"],
+                    m,
+                    _fmt(mm["parent_r2"]),
+                    _fmt(mm.get("child_r2")),
+                    _fmt(mm["exploration"]),
+                    _fmt(mm["auc"], 1),
+                    _fmt(mm["regret_auc"], 1),
+                    _fmt(mm["seconds"], 1),
+                ]
+            )
+    print(f"{seeds} seeds, budget {budget} (means over seeds)")
+    print(
+        _table(
+            rows, ["problem", "method", "parent R²", "child R²", "exploration", "AUC", "regret AUC", "s/run"]
+        )
+    )
+    srows = []
+    for b in blocks:
+        a = b["aggregate"]
+        srows.append(
+            [
+                b["problem"],
+                _fmt(a.get("parent_r2_ratio"), 2),
+                _fmt(a.get("p_parent_r2")),
+                _fmt(a.get("auc_ratio"), 2),
+                _fmt(a.get("p_auc")),
+                _fmt(a.get("regret_auc_ratio"), 2),
+                _fmt(a.get("p_regret_auc")),
+                _fmt(None if a.get("child_r2_drop") is None else 100 * a["child_r2_drop"], 1),
+                _fmt(a.get("p_child_r2")),
+            ]
+        )
+    print(
+        _table(
+            srows,
+            ["problem", "R² BIF/van", "p", "AUC BIF/van", "p", "regret van/BIF", "p", "child drop %", "p"],
+        )
+    )
+    print(f"total {time.perf_counter() - started:.0f} s")
+    if out is not None:
+        atomic_write_json(
+            out,
+            {
+                "seeds": seeds,
+                "budget": budget,
+                "problems": blocks,
+                "manifest": run_manifest(command=sys.argv),
+            },
+        )
+        say(f"written {out}")
+    if plot is not None:
+        _plot(blocks, plot)
+        say(f"written {plot}")
+
+
+def _matplotlib():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("matplotlib", package="bif-hgp", extra="plots") from None
+    return plt
+
+
+def _plot(blocks: list[dict[str, Any]], path: Path) -> None:
+    import numpy as np
+
+    plt = _matplotlib()
+    fig, axes = plt.subplots(3, len(blocks), figsize=(3.2 * len(blocks), 7.5), squeeze=False)
+    for col, b in enumerate(blocks):
+        for method, entries in b["runs"].items():
+            n = entries[0]["curves"]["n_queries"]
+            for row, key in enumerate(("exploration", "parent_r2", "child_r2")):
+                vals = np.array([e["curves"][key] for e in entries])
+                axes[row, col].plot(n, vals.mean(0), label=method)
+        axes[0, col].set_title(b["problem"])
+        for row, lab in enumerate(("exploration", "parent R²", "child R²")):
+            axes[row, col].set_ylabel(lab)
+            axes[row, col].set_ylim(-0.5, 1.05)
+        axes[2, col].set_xlabel("queries")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path, mode="wb") as handle:
+        fig.savefig(handle, format="png", dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The paper's experiments at small scale: methods side by side, the ablation, transfer, and timing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bif_hgp.baselines import RandomSearch, SingleGPUCB, VanillaGPUCB, bottom_up
+from bif_hgp.data import Problem, make_problem
+from bif_hgp.metrics import composite_auc, regret_auc
+from bif_hgp.model import BIF, BOResult, ChildGP
+from papershelf.errors import check_choice, check_int
+
+METHODS = ("bif", "bif-scaled", "bottomup", "vanilla", "single", "random")
+LABELS = {
+    "bif": "BIF",
+    "bif-scaled": "BIF, scaled prior mean",
+    "bottomup": "bottom-up only (no top-down)",
+    "vanilla": "vanilla GP-UCB (BoTorch)",
+    "single": "single GP, paper's recipe",
+    "random": "random search",
+}
+
+
+def limit_threads() -> None:
+    """One intra-op thread: these GPs are tiny, and extra threads only spin (measured 2.5× slower)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def make_method(name: str, problem: Problem, **opts: Any) -> Any:
+    """A configured optimiser for ``problem``: ``bif``, ``bottomup``, ``vanilla`` or ``random``."""
+    check_choice("method", name, METHODS)
+    common = {"grid": problem.grid, "n_init": opts.pop("n_init", 3)}
+    if name == "bif":
+        return BIF(problem.composition, problem.bounds, **common, **opts)
+    if name == "bif-scaled":
+        model = BIF(problem.composition, problem.bounds, prior="scaled", **common, **opts)
+        model.method = "bif-scaled"
+        return model
+    if name == "bottomup":
+        return bottom_up(problem.composition, problem.bounds, **common, **opts)
+    if name == "vanilla":
+        kappa = opts.get("kappa", 7.5)
+        return VanillaGPUCB(problem.composition, problem.bounds, kappa=kappa, **common)
+    if name == "single":
+        keep = {k: opts[k] for k in ("kappa", "train_iters", "lr") if k in opts}
+        return SingleGPUCB(problem.composition, problem.bounds, **common, **keep)
+    return RandomSearch(problem.composition, problem.bounds, **common)
+
+
+def run_method(
+    problem: Problem,
+    method: str,
+    budget: int,
+    seed: int = 0,
+    pretrained: dict[str, ChildGP] | None = None,
+    **opts: Any,
+) -> BOResult:
+    """Run one method on one problem with the problem's truths attached for scoring."""
+    opt = make_method(method, problem, **opts)
+    kwargs: dict[str, Any] = {"truth": problem.truth, "child_truth": problem.child_truth, "seed": seed}
+    if method in ("bif", "bif-scaled", "bottomup"):
+        kwargs["child_objectives"] = problem.child_objectives
+        kwargs["pretrained"] = pretrained
+    return opt.run(problem.objective, budget, **kwargs)
+
+
+def summarise(res: BOResult) -> dict[str, Any]:
+    """Final and area scores of one run."""
+    child = res.mean_child_r2()
+    return {
+        "parent_r2": float(res.parent_r2[-1]) if res.parent_r2 else None,
+        "child_r2": float(child[-1]) if len(child) else None,
+        "child_r2_each": {k: float(v[-1]) for k, v in res.child_r2.items()},
+        "child_r2_raw": float(np.mean([v[-1] for v in res.child_r2_raw.values()]))
+        if res.child_r2_raw
+        else None,
+        "exploration": float(res.exploration[-1]) if res.exploration else None,
+        "best_y": float(res.best_y[-1]) if res.best_y else None,
+        "auc": composite_auc(np.asarray(res.exploration), np.asarray(res.parent_r2), child)
+        if res.exploration
+        else None,
+        "regret_auc": regret_auc(np.asarray(res.exploration)) if res.exploration else None,
+        "seconds": res.seconds,
+        "child_evaluations": res.child_evaluations,
+    }
+
+
+def curves(res: BOResult) -> dict[str, list[float]]:
+    return {
+        "n_queries": list(map(int, res.n_queries)),
+        "parent_r2": list(res.parent_r2),
+        "child_r2": res.mean_child_r2().tolist(),
+        "exploration": list(res.exploration),
+    }
+
+
+def wilcoxon_p(a: Sequence[float], b: Sequence[float], alternative: str = "greater") -> float | None:
+    """Paired Wilcoxon signed-rank p-value for a > b (None when all pairs tie or scipy is missing)."""
+    try:
+        from scipy.stats import wilcoxon
+    except ImportError:  # pragma: no cover
+        return None
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if np.all(d == 0) or len(d) < 2:
+        return None
+    return float(wilcoxon(a, b, alternative=alternative).pvalue)
+
+
+def compare(
+    problem_name: str,
+    *,
+    methods: Sequence[str] = METHODS,
+    seeds: Sequence[int] = range(10),
+    budget: int = 40,
+    noise: float = 0.1,
+    grid: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    **opts: Any,
+) -> dict[str, Any]:
+    """Every method on ``problem_name`` for every seed (same seed → same noise and initial design)."""
+    budget = check_int("budget", budget, low=1)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    for seed in seeds:
+        for m in methods:
+            problem = make_problem(problem_name, seed=seed, noise=noise, grid=grid)
+            res = run_method(problem, m, budget, seed=seed, **dict(opts))
+            entry = summarise(res)
+            entry["seed"] = int(seed)
+            entry["curves"] = curves(res)
+            runs[m].append(entry)
+            if progress is not None:
+                progress(
+                    f"{problem_name} seed {seed} {m}: parent R² {entry['parent_r2']:.3f}, "
+                    f"child R² {entry['child_r2']:.3f}, AUC {entry['auc']:.1f} ({res.seconds:.1f} s)"
+                )
+    return {"problem": problem_name, "budget": budget, "seeds": list(map(int, seeds)), "runs": runs}
+
+
+def aggregate(block: dict[str, Any]) -> dict[str, Any]:
+    """Means over seeds, the paper's ratios, and paired Wilcoxon p-values."""
+    runs = block["runs"]
+    agg: dict[str, Any] = {}
+    for m, entries in runs.items():
+        agg[m] = {
+            key: float(np.mean([e[key] for e in entries]))
+            for key in (
+                "parent_r2",
+                "child_r2",
+                "child_r2_raw",
+                "exploration",
+                "auc",
+                "regret_auc",
+                "seconds",
+            )
+            if entries and entries[0].get(key) is not None
+        }
+    out: dict[str, Any] = {"means": agg}
+
+    def vals(m: str, key: str) -> list[float]:
+        return [e[key] for e in runs[m]]
+
+    if "bif" in runs and "vanilla" in runs:
+        out["parent_r2_ratio"] = agg["bif"]["parent_r2"] / agg["vanilla"]["parent_r2"]
+        out["auc_ratio"] = agg["bif"]["auc"] / agg["vanilla"]["auc"]
+        out["regret_auc_ratio"] = agg["vanilla"]["regret_auc"] / agg["bif"]["regret_auc"]
+        out["p_parent_r2"] = wilcoxon_p(vals("bif", "parent_r2"), vals("vanilla", "parent_r2"))
+        out["p_auc"] = wilcoxon_p(vals("bif", "auc"), vals("vanilla", "auc"))
+        out["p_regret_auc"] = wilcoxon_p(vals("vanilla", "regret_auc"), vals("bif", "regret_auc"))
+    if "bif" in runs and "bottomup" in runs:
+        out["child_r2_drop"] = 1.0 - agg["bottomup"]["child_r2"] / agg["bif"]["child_r2"]
+        out["p_child_r2"] = wilcoxon_p(vals("bif", "child_r2"), vals("bottomup", "child_r2"))
+    return out
+
+
+def transfer_experiment(
+    *,
+    source: str = "additive2d",
+    target: str = "transfer2d",
+    child: str = "a",
+    seeds: Sequence[int] = range(5),
+    source_budget: int = 40,
+    budget: int = 20,
+    noise: float = 0.1,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train BIF on ``source``, reuse its child ``child`` on ``target``; compare with BIF from scratch."""
+    rows = []
+    for seed in seeds:
+        src = run_method(make_problem(source, seed=seed, noise=noise), "bif", source_budget, seed=seed)
+        trained = src.children[child]
+        scratch = run_method(make_problem(target, seed=seed, noise=noise), "bif", budget, seed=seed)
+        reused = run_method(
+            make_problem(target, seed=seed, noise=noise),
+            "bif",
+            budget,
+            seed=seed,
+            pretrained={child: trained},
+        )
+        row = {
+            "seed": int(seed),
+            "scratch": summarise(scratch),
+            "transfer": summarise(reused),
+            "scratch_child_curve": scratch.child_r2[child],
+            "transfer_child_curve": reused.child_r2[child],
+        }
+        rows.append(row)
+        if progress is not None:
+            progress(
+                f"seed {seed}: child {child!r} R² at start {reused.child_r2[child][0]:.3f} (transfer) vs "
+                f"{scratch.child_r2[child][0]:.3f} (scratch); AUC {row['transfer']['auc']:.1f} vs "
+                f"{row['scratch']['auc']:.1f}"
+            )
+    out = {"source": source, "target": target, "child": child, "budget": budget, "rows": rows}
+    for key in ("auc", "parent_r2", "child_r2"):
+        out[f"{key}_transfer"] = float(np.mean([r["transfer"][key] for r in rows]))
+        out[f"{key}_scratch"] = float(np.mean([r["scratch"][key] for r in rows]))
+    out["p_auc"] = wilcoxon_p([r["transfer"]["auc"] for r in rows], [r["scratch"]["auc"] for r in rows])
+    return out
+
+
+def time_run(problem_name: str = "additive3d", budget: int = 60, seed: int = 0, method: str = "bif") -> float:
+    """Wall-clock seconds of one run (scoring off, so only the optimiser is timed)."""
+    problem = make_problem(problem_name, seed=seed)
+    opt = make_method(method, problem)
+    kwargs: dict[str, Any] = {"seed": seed}
+    if method in ("bif", "bottomup"):
+        kwargs["child_objectives"] = problem.child_objectives
+    start = time.perf_counter()
+    opt.run(problem.objective, budget, **kwargs)
+    return time.perf_counter() - start

@@ -1,0 +1,667 @@
+"""BIF: a hierarchy of GPyTorch GPs with bottom-up priors and top-down soft decomposition.
+
+Children are ExactGPs over their own sub-inputs; the parent is an ExactGP over the joint input whose
+mean is the children's averaged acquisition maps (the *prior map*) and whose additive kernel carries the
+children's hyperparameters (bottom-up). Each parent observation y is split into sub-responses
+ỹ_i = y·softmax_i(ĉ), ĉ_i = a_i(x_i)/max a_i, and fed back to the children (top-down).
+
+All inputs live on the unit cube internally; the objective is called in the user's units.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from bif_hgp._gp import (
+    ACQUISITIONS,
+    DTYPE,
+    ChildExactGP,
+    GridIndexer,
+    ParentExactGP,
+    acquisition_values,
+    mean_and_sigma,
+    posterior_mean,
+    train_exact_gp,
+)
+from bif_hgp.metrics import exploration_score, minmax, r2, r2_scale_free
+from papershelf.errors import InputError, check_choice, check_int, check_number
+
+NONFINITE = ("raise", "skip")
+
+
+# --- validation -------------------------------------------------------------------------------------
+def check_bounds(bounds: Any) -> np.ndarray:
+    """(D, 2) finite array with lower < upper in every row."""
+    try:
+        b = np.asarray(bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("bounds must be a (D, 2) array of numbers [lower, upper]") from None
+    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] < 1:
+        raise InputError(
+            f"bounds must have shape (D, 2) with one [lower, upper] row per dimension, got {b.shape}"
+        )
+    if not np.all(np.isfinite(b)):
+        raise InputError("bounds must be finite")
+    bad = np.nonzero(b[:, 0] >= b[:, 1])[0]
+    if bad.size:
+        k = int(bad[0])
+        raise InputError(f"bounds for dimension {k}: lower {b[k, 0]:g} must be < upper {b[k, 1]:g}")
+    return b
+
+
+def check_composition(composition: Any, n_dims: int) -> dict[str, list[int]]:
+    """child name → disjoint parent dimensions that together cover 0..D−1."""
+    if not isinstance(composition, Mapping) or not composition:
+        raise InputError("composition must be a non-empty mapping child name → list of parent dimensions")
+    seen: dict[int, str] = {}
+    out: dict[str, list[int]] = {}
+    for name, dims in composition.items():
+        if not isinstance(name, str) or not name:
+            raise InputError(f"composition: child names must be non-empty strings, got {name!r}")
+        if isinstance(dims, int | np.integer):
+            dims = [int(dims)]
+        if not isinstance(dims, Sequence | np.ndarray) or len(dims) == 0:
+            raise InputError(f"composition[{name!r}] must be a non-empty list of parent dimensions")
+        clean = []
+        for d in dims:
+            d = check_int(f"composition[{name!r}]", d, low=0, high=n_dims - 1)
+            if d in seen:
+                raise InputError(f"composition: dimension {d} belongs to both {seen[d]!r} and {name!r}")
+            seen[d] = name
+            clean.append(d)
+        out[name] = clean
+    missing = sorted(set(range(n_dims)) - set(seen))
+    if missing:
+        raise InputError(f"composition leaves parent dimension(s) {missing} to no child")
+    return out
+
+
+def check_children_keys(arg: str, mapping: Mapping[str, Any] | None, composition: Mapping[str, Any]) -> None:
+    if mapping is None:
+        return
+    if not isinstance(mapping, Mapping):
+        raise InputError(f"{arg} must be a mapping child name → value")
+    unknown = [k for k in mapping if k not in composition]
+    if unknown:
+        raise InputError(
+            f"{arg} refers to unknown child {unknown[0]!r}; the composition has {sorted(composition)}"
+        )
+
+
+# --- the paper's formulas (vectorised) -------------------------------------------------------------
+def normalize_groups(y: np.ndarray, source: Sequence[str]) -> np.ndarray:
+    """Min–max normalise each source group ("env", "bif") of a child's targets to [0, 1] separately.
+
+    A one-point group (or one with no spread) is divided by its maximum instead; an all-zero one is
+    left at zero.
+    """
+    y = np.asarray(y, float)
+    out = np.zeros_like(y)
+    src = np.asarray(source)
+    for group in ("env", "bif"):
+        mask = src == group
+        if not mask.any():
+            continue
+        v = y[mask]
+        lo, hi = float(v.min()), float(v.max())
+        if mask.sum() > 1 and hi > lo:
+            out[mask] = (v - lo) / (hi - lo)
+        elif hi != 0.0:
+            out[mask] = v / hi
+    return out
+
+
+def prior_map(acq_maps: Sequence[torch.Tensor], child_index: Sequence[torch.Tensor]) -> torch.Tensor:
+    """m(x) = (1/K) Σ_i a_i(x_i) on the parent grid, divided by |max m| when that is non-zero."""
+    m = torch.stack([a[idx] for a, idx in zip(acq_maps, child_index)]).mean(0)
+    top = float(m.max().abs())
+    return m / top if top != 0.0 else m
+
+
+def contributions(acq_at_query: Sequence[float], acq_max: Sequence[float]) -> np.ndarray:
+    """ĉ_i = a_i(x_i)/max a_i, with a NaN or infinite ratio set to 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.asarray(acq_at_query, float) / np.asarray(acq_max, float)
+    c[~np.isfinite(c)] = 0.0
+    return c
+
+
+def decompose(y: float, acq_at_query: Sequence[float], acq_max: Sequence[float]) -> np.ndarray:
+    """Sub-responses ỹ_i = y·exp(ĉ_i)/Σ_j exp(ĉ_j); Σ_i ỹ_i = y (up to round-off of one ulp or two).
+
+    >>> decompose(3.0, [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    c = contributions(acq_at_query, acq_max)
+    w = np.exp(c - c.max())
+    w /= w.sum()
+    return float(y) * w
+
+
+# --- the models -------------------------------------------------------------------------------------
+class ChildGP:
+    """A child: a GPyTorch ExactGP over its own sub-input grid, with its data, counts and acquisition.
+
+    ``dims`` are the parent dimensions it owns; its grid has ``grid`` points per dimension on [0, 1].
+    Targets are the raw sub-responses and direct ("env") observations; the GP sees them min–max
+    normalised per source (:func:`normalize_groups`). Transfer a trained child by passing it to
+    :meth:`BIF.run` as ``pretrained={name: child}`` (it is copied, never modified).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        dims: Sequence[int],
+        grid: int,
+        *,
+        nu: float = 0.5,
+        acquisition: str = "ucb",
+        gamma: float = 2.0,
+        train_iters: int = 10,
+        lr: float = 0.01,
+    ) -> None:
+        self.name = name
+        self.dims = list(dims)
+        self.grid = int(grid)
+        self.nu = nu
+        self.acquisition = acquisition
+        self.gamma = float(gamma)
+        self.train_iters = int(train_iters)
+        self.lr = float(lr)
+        self.indexer = GridIndexer([self.grid] * len(self.dims))
+        self.points = self.indexer.points()
+        self.gp = ChildExactGP(len(self.dims), nu)
+        self.x_index: list[int] = []
+        self.y_raw: list[float] = []
+        self.source: list[str] = []
+        self.counts = torch.ones(self.indexer.n, dtype=DTYPE)
+        self.acq = torch.zeros(self.indexer.n, dtype=DTYPE)
+        self.refresh_acquisition()
+
+    @property
+    def n_data(self) -> int:
+        return len(self.y_raw)
+
+    def targets(self) -> np.ndarray:
+        return normalize_groups(np.asarray(self.y_raw), self.source)
+
+    def add(self, index: int, y: float, source: str) -> None:
+        self.x_index.append(int(index))
+        self.y_raw.append(float(y))
+        self.source.append(source)
+        self.counts[int(index)] += 1.0
+
+    def refit(self, train: bool = True) -> None:
+        """Load the (re-normalised) data into the GP, take ``train_iters`` Adam steps, refresh the map."""
+        if self.n_data:
+            x = self.points[torch.as_tensor(self.x_index)]
+            y = torch.as_tensor(self.targets(), dtype=DTYPE)
+            self.gp.set_train_data(x, y, strict=False)
+            if train:
+                train_exact_gp(self.gp, self.train_iters, self.lr)
+        self.refresh_acquisition()
+
+    def predict(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Posterior mean and s.d. on the child's grid."""
+        return mean_and_sigma(self.gp, self.points)
+
+    def best_f(self) -> float:
+        return float(self.targets().max()) if self.n_data else 0.0
+
+    def refresh_acquisition(self) -> None:
+        self.acq = acquisition_values(
+            self.gp, self.points, self.acquisition, self.gamma, self.counts, self.indexer, self.best_f()
+        )
+
+    def hyperparameters(self) -> dict[str, torch.Tensor]:
+        k = self.gp.covar_module
+        return {
+            "lengthscale": k.base_kernel.lengthscale.detach().clone(),
+            "outputscale": k.outputscale.detach().clone(),
+        }
+
+    def copy(self) -> ChildGP:
+        return copy.deepcopy(self)
+
+
+@dataclass
+class BOResult:
+    """What a run returns. Curves are indexed by the number of parent observations, from ``n_init``."""
+
+    method: str
+    queries: np.ndarray  # (T, D) real coordinates of the parent queries, in order
+    y: np.ndarray  # (T,) observations (NaN where a non-finite value was skipped)
+    skipped: list[int]
+    n_queries: list[int] = field(default_factory=list)
+    best_y: list[float] = field(default_factory=list)
+    parent_r2: list[float] = field(default_factory=list)
+    child_r2: dict[str, list[float]] = field(default_factory=dict)
+    child_r2_raw: dict[str, list[float]] = field(default_factory=dict)
+    exploration: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    children: dict[str, ChildGP] = field(default_factory=dict)
+    model: Any = None
+    child_evaluations: int = 0
+
+    def mean_child_r2(self) -> np.ndarray:
+        if not self.child_r2:
+            return np.zeros(len(self.n_queries))
+        return np.mean([v for v in self.child_r2.values()], axis=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "queries": self.queries.tolist(),
+            "y": [None if not math.isfinite(v) else float(v) for v in self.y],
+            "skipped": list(self.skipped),
+            "n_queries": list(self.n_queries),
+            "best_y": list(self.best_y),
+            "parent_r2": list(self.parent_r2),
+            "child_r2": {k: list(v) for k, v in self.child_r2.items()},
+            "child_r2_raw": {k: list(v) for k, v in self.child_r2_raw.items()},
+            "exploration": list(self.exploration),
+            "seconds": self.seconds,
+            "child_evaluations": self.child_evaluations,
+        }
+
+
+class Truth:
+    """Ground truth on the grids, for scoring only (never seen by the optimiser)."""
+
+    def __init__(
+        self,
+        parent: np.ndarray | None,
+        children: dict[str, np.ndarray] | None,
+    ) -> None:
+        self.parent = parent
+        self.children = children or {}
+
+
+def grid_truth(
+    truth: Callable[[np.ndarray], np.ndarray] | None,
+    child_truth: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None,
+    bounds: np.ndarray,
+    composition: Mapping[str, list[int]],
+    grid: int,
+) -> Truth:
+    """Evaluate the vectorised truths on the parent grid and on each child's grid."""
+    D = bounds.shape[0]
+    lo, span = bounds[:, 0], bounds[:, 1] - bounds[:, 0]
+    parent = None
+    if truth is not None:
+        U = GridIndexer([grid] * D).points().numpy()
+        parent = np.asarray(truth(lo + U * span), float).reshape(-1)
+    children = {}
+    for name, fn in (child_truth or {}).items():
+        dims = composition[name]
+        U = GridIndexer([grid] * len(dims)).points().numpy()
+        children[name] = np.asarray(fn(lo[dims] + U * span[dims]), float).reshape(-1)
+    return Truth(parent, children)
+
+
+class BIF:
+    """Bidirectional Information Flow hierarchical GP Bayesian optimisation.
+
+    Parameters (stored verbatim, validated in :meth:`run`):
+
+    - ``composition``: child name → parent dimensions it owns (disjoint, covering all dimensions).
+    - ``bounds``: (D, 2) lower/upper per parent dimension; ``grid``: points per dimension.
+    - ``acquisition`` / ``kappa``: the parent's acquisition (``ucb``: μ + κσ/√n; ``ei``/``pi``: jitter κ).
+    - ``child_acquisition`` / ``gamma``: the children's (default ``pi``, the paper's main run; None = same
+      kind as the parent), γ = 2.
+    - ``child_nu`` (0.5), ``parent_nu`` (2.5): Matérn smoothness of the children's and parent's kernels.
+    - ``train_iters`` (10), ``lr`` (0.01): Adam steps after every update, for children and parent.
+    - ``topdown``: feed sub-responses back to the children (False = the bottom-up-only ablation).
+    - ``prior``: ``"acquisition"`` (the children's averaged acquisition maps, frozen), ``"scaled"``
+      (α·map + β with α, β learned by the parent — the authors' ``ScaledPriorMean`` variant) or
+      ``"constant"`` (a learnable constant mean: nothing flows bottom-up through the mean).
+    - ``n_init``: random parent queries before BO; ``n_child_init``: direct observations per child
+      when child objectives are given (the paper's protocol: 3).
+    - ``on_nonfinite``: ``"raise"`` (default) an :class:`~papershelf.errors.InputError` when the objective
+      returns NaN/inf, or ``"skip"``: record the query (it uses budget) and feed nothing to the models.
+    """
+
+    method = "bif"
+
+    def __init__(
+        self,
+        composition: Mapping[str, Sequence[int]],
+        bounds: Any,
+        *,
+        grid: int = 32,
+        acquisition: str = "ucb",
+        kappa: float = 7.5,
+        child_acquisition: str | None = "pi",
+        gamma: float = 2.0,
+        child_nu: float = 0.5,
+        parent_nu: float = 2.5,
+        train_iters: int = 10,
+        lr: float = 0.01,
+        topdown: bool = True,
+        prior: str = "acquisition",
+        n_init: int = 3,
+        n_child_init: int = 3,
+        on_nonfinite: str = "raise",
+    ) -> None:
+        self.composition = composition
+        self.bounds = bounds
+        self.grid = grid
+        self.acquisition = acquisition
+        self.kappa = kappa
+        self.child_acquisition = child_acquisition
+        self.gamma = gamma
+        self.child_nu = child_nu
+        self.parent_nu = parent_nu
+        self.train_iters = train_iters
+        self.lr = lr
+        self.topdown = topdown
+        self.prior = prior
+        self.n_init = n_init
+        self.n_child_init = n_child_init
+        self.on_nonfinite = on_nonfinite
+
+    # ---- validation ----------------------------------------------------------------------------
+    def _validate(self, budget: Any) -> None:
+        self.bounds_ = check_bounds(self.bounds)
+        D = self.bounds_.shape[0]
+        self.composition_ = check_composition(self.composition, D)
+        self.grid_ = check_int("grid", self.grid, low=2, high=1024)
+        if self.grid_**D > 200_000:
+            raise InputError(
+                f"grid {self.grid_}^{D} = {self.grid_**D} parent points is too many (max 200,000)"
+            )
+        check_choice("acquisition", self.acquisition, ACQUISITIONS)
+        self.child_acquisition_ = check_choice(
+            "child_acquisition",
+            self.child_acquisition if self.child_acquisition is not None else self.acquisition,
+            ACQUISITIONS,
+        )
+        check_number("kappa", self.kappa, low=0)
+        check_number("gamma", self.gamma, low=0)
+        check_choice("child_nu", self.child_nu, (0.5, 1.5, 2.5))
+        check_choice("parent_nu", self.parent_nu, (0.5, 1.5, 2.5))
+        check_int("train_iters", self.train_iters, low=0, high=10_000)
+        check_number("lr", self.lr, low=0, low_open=True)
+        check_choice("prior", self.prior, ("acquisition", "scaled", "constant"))
+        check_choice("on_nonfinite", self.on_nonfinite, NONFINITE)
+        check_int("n_init", self.n_init, low=0)
+        check_int("n_child_init", self.n_child_init, low=0, high=10_000)
+        budget = check_int("budget", budget, low=1)
+        if budget < max(self.n_init, 1):
+            raise InputError(f"budget ({budget}) must be at least the initial design n_init ({self.n_init})")
+        self.budget_ = budget
+
+    # ---- grid helpers ---------------------------------------------------------------------------
+    def _to_real(self, u: np.ndarray) -> np.ndarray:
+        b = self.bounds_
+        return b[:, 0] + np.asarray(u, float) * (b[:, 1] - b[:, 0])
+
+    def _child_index(self, flat: np.ndarray, dims: list[int]) -> np.ndarray:
+        steps = self.indexer.multi_index(flat)[..., dims]
+        sub = GridIndexer([self.grid_] * len(dims))
+        return (steps * np.asarray(sub.strides)).sum(-1)
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def run(
+        self,
+        objective: Callable[[np.ndarray], float],
+        budget: int,
+        *,
+        seed: int = 0,
+        child_objectives: Mapping[str, Callable[[np.ndarray], float]] | None = None,
+        pretrained: Mapping[str, ChildGP] | None = None,
+        truth: Callable[[np.ndarray], np.ndarray] | None = None,
+        child_truth: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+        callback: Callable[[BIF, int], None] | None = None,
+    ) -> BOResult:
+        """Optimise ``objective`` (a callable on a (D,) array in the bounds' units → float) with
+        ``budget`` parent evaluations in all (``n_init`` random ones included).
+
+        ``child_objectives[name](x_i)`` are the children's direct sub-objectives (optional);
+        ``pretrained[name]`` a trained :class:`ChildGP` to reuse (modular transfer); ``truth`` and
+        ``child_truth`` are noiseless vectorised functions used only to score the run.
+        ``callback(self, t)`` is called after every parent update.
+        """
+        if not callable(objective):
+            raise InputError("objective must be callable: objective(x: (D,) array) -> float")
+        self._validate(budget)
+        check_children_keys("child_objectives", child_objectives, self.composition_)
+        check_children_keys("pretrained", pretrained, self.composition_)
+        for name, child in (pretrained or {}).items():
+            if not isinstance(child, ChildGP):
+                raise InputError(f"pretrained[{name!r}] must be a ChildGP, got {type(child).__name__}")
+            if len(child.dims) != len(self.composition_[name]) or child.grid != self.grid_:
+                raise InputError(
+                    f"pretrained[{name!r}] has {len(child.dims)} dimension(s) on a {child.grid}-point grid; "
+                    f"this task needs {len(self.composition_[name])} on a {self.grid_}-point grid"
+                )
+        rng = np.random.default_rng([seed, 2])  # the children's random direct observations
+        torch.manual_seed(seed)
+        start = time.perf_counter()
+        names = list(self.composition_)
+        D = self.bounds_.shape[0]
+        self.indexer = GridIndexer([self.grid_] * D)
+        self.points = self.indexer.points()
+        all_flat = np.arange(self.indexer.n)
+        self.child_index = [torch.as_tensor(self._child_index(all_flat, self.composition_[n])) for n in names]
+        scores = grid_truth(truth, child_truth, self.bounds_, self.composition_, self.grid_)
+
+        # children
+        self.children: dict[str, ChildGP] = {}
+        child_evals = 0
+        for name in names:
+            if pretrained and name in pretrained:
+                child = pretrained[name].copy()
+                child.dims = list(self.composition_[name])
+                child.refit(train=False)
+                n_env = 1  # a transferred child takes one direct observation at its acquisition argmax
+                picks = [int(torch.argmax(child.acq))]
+            else:
+                child = ChildGP(
+                    name,
+                    self.composition_[name],
+                    self.grid_,
+                    nu=self.child_nu,
+                    acquisition=self.child_acquisition_,
+                    gamma=self.gamma,
+                    train_iters=self.train_iters,
+                    lr=self.lr,
+                )
+                n_env = self.n_child_init
+                picks = [int(i) for i in rng.integers(0, child.indexer.n, size=n_env)]
+            if child_objectives and name in child_objectives:
+                for idx in picks:
+                    u = child.points[idx].numpy()
+                    dims = self.composition_[name]
+                    b = self.bounds_[dims]
+                    value = _call(
+                        child_objectives[name], b[:, 0] + u * (b[:, 1] - b[:, 0]), f"child {name!r}"
+                    )
+                    child_evals += 1
+                    if math.isfinite(value):
+                        child.add(idx, value, "env")
+                    elif self.on_nonfinite == "raise":
+                        raise InputError(f"child objective {name!r} returned {value} at x={u.tolist()}")
+                child.refit()
+            self.children[name] = child
+
+        # parent
+        self.parent = ParentExactGP(
+            [self.composition_[n] for n in names],
+            self.indexer,
+            mean={"acquisition": "prior", "scaled": "scaled", "constant": "constant"}[self.prior],
+            nu=self.parent_nu,
+        )
+        self.parent_counts = torch.ones(self.indexer.n, dtype=DTYPE)
+        self.parent_x: list[int] = []
+        self.parent_y: list[float] = []
+        self._bottom_up()
+
+        queries: list[np.ndarray] = []
+        ys: list[float] = []
+        skipped: list[int] = []
+        result = BOResult(self.method, np.zeros((0, D)), np.zeros(0), skipped)
+        init = initial_design(seed, self.indexer.n, self.n_init)
+        for t in range(self.budget_):
+            if t == self.n_init:
+                self._score(result, scores, t)  # the state after the initial design
+            flat = init[t] if t < self.n_init else self.propose()
+            x = self._to_real(self.points[flat].numpy())
+            y = _call(objective, x, "objective")
+            queries.append(x)
+            ys.append(y)
+            if not math.isfinite(y):
+                if self.on_nonfinite == "raise":
+                    raise InputError(f"objective returned {y} at x={x.tolist()} (query {t + 1})")
+                skipped.append(t)
+                self.parent_counts[flat] += 1.0  # do not ask for the same point again right away
+            else:
+                self.observe(flat, y)
+            if callback is not None:
+                callback(self, t)
+            if t + 1 > self.n_init:
+                self._score(result, scores, t + 1)
+        if self.n_init == self.budget_:
+            self._score(result, scores, self.budget_)
+        result.queries = np.asarray(queries, float).reshape(-1, D)
+        result.y = np.asarray(ys, float)
+        result.seconds = time.perf_counter() - start
+        result.children = self.children
+        result.model = self
+        result.child_evaluations = child_evals
+        return result
+
+    # ---- the two flows ------------------------------------------------------------------------
+    def _bottom_up(self) -> None:
+        """Children → parent: the prior map and the kernel hyperparameters."""
+        names = list(self.composition_)
+        if self.prior in ("acquisition", "scaled"):
+            self.parent.mean_module.values.copy_(
+                prior_map([self.children[n].acq for n in names], self.child_index)
+            )
+        with torch.no_grad():  # raw parameters, same positivity constraint: the values are equal bit for bit
+            for sub, n in zip(self.parent.sub_kernels, names):
+                ck = self.children[n].gp.covar_module
+                sub.base_kernel.raw_lengthscale.copy_(ck.base_kernel.raw_lengthscale)
+                sub.raw_outputscale.copy_(ck.raw_outputscale)
+        self._load_parent()
+
+    def _standardised(self) -> torch.Tensor:
+        y = torch.as_tensor(self.parent_y, dtype=DTYPE)
+        if y.numel() < 2:
+            return y - y.mean() if y.numel() else y
+        sd = y.std()
+        return (y - y.mean()) / (sd if sd > 0 else 1.0)
+
+    def _load_parent(self) -> None:
+        if self.parent_x:
+            self.parent.set_train_data(
+                self.points[torch.as_tensor(self.parent_x)], self._standardised(), strict=False
+            )
+        self.parent.eval()
+
+    def decompose(self, flat: int, y: float) -> np.ndarray:
+        """Top-down split of observation ``y`` at parent grid point ``flat`` with the children's maps."""
+        names = list(self.composition_)
+        at = [float(self.children[n].acq[self.child_index[i][flat]]) for i, n in enumerate(names)]
+        mx = [float(self.children[n].acq.max()) for n in names]
+        return decompose(y, at, mx)
+
+    def observe(self, flat: int, y: float) -> np.ndarray:
+        """Incorporate one parent observation: decompose, update children, rebuild the parent."""
+        names = list(self.composition_)
+        sub = self.decompose(flat, y)
+        if self.topdown:
+            for i, n in enumerate(names):
+                self.children[n].add(int(self.child_index[i][flat]), float(sub[i]), "bif")
+                self.children[n].refit()
+        self.parent_x.append(int(flat))
+        self.parent_y.append(float(y))
+        self.parent_counts[flat] += 1.0
+        self._bottom_up()
+        train_exact_gp(self.parent, self.train_iters, self.lr)
+        return sub
+
+    def parent_posterior(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Parent posterior mean and s.d. on the grid, on the standardised scale."""
+        return mean_and_sigma(self.parent, self.points)
+
+    def parent_acquisition(self) -> torch.Tensor:
+        best = float(self._standardised().max()) if self.parent_y else 0.0
+        return acquisition_values(
+            self.parent, self.points, self.acquisition, self.kappa, self.parent_counts, self.indexer, best
+        )
+
+    def propose(self) -> int:
+        """The next parent query: the acquisition's argmax over the grid (first index on ties)."""
+        return int(np.argmax(self.parent_acquisition().numpy()))
+
+    def parent_mean_real(self) -> np.ndarray:
+        """The parent posterior mean on the grid in the objective's units."""
+        mu = posterior_mean(self.parent, self.points)
+        y = np.asarray(self.parent_y, float)
+        if y.size == 0:
+            return mu.numpy()
+        sd = float(np.std(y, ddof=1)) if y.size > 1 else 1.0
+        sd = sd if sd > 0 else 1.0
+        return mu.numpy() * sd + float(y.mean())
+
+    def _score(self, result: BOResult, scores: Truth, t: int) -> None:
+        mean = self.parent_mean_real() if scores.parent is not None else None
+        child_means = {
+            name: posterior_mean(self.children[name].gp, self.children[name].points).numpy()
+            for name in scores.children
+        }
+        record_scores(
+            result,
+            scores,
+            t,
+            self.parent_y,
+            mean,
+            None if mean is None else int(np.argmax(mean)),
+            child_means,
+        )
+
+
+def initial_design(seed: int, n_points: int, n_init: int) -> list[int]:
+    """The random initial parent queries (grid indices); the same for every method at a given seed."""
+    rng = np.random.default_rng([seed, 0])
+    return [int(i) for i in rng.integers(0, n_points, size=n_init)]
+
+
+def record_scores(
+    result: BOResult,
+    scores: Truth,
+    t: int,
+    ys: Sequence[float],
+    parent_mean: np.ndarray | None,
+    chosen: int | None,
+    child_means: Mapping[str, np.ndarray],
+) -> None:
+    """Append the scores of the state after ``t`` parent observations to ``result``'s curves."""
+    result.n_queries.append(t)
+    finite = [v for v in ys if math.isfinite(v)]
+    result.best_y.append(max(finite) if finite else float("nan"))
+    if scores.parent is not None and parent_mean is not None and chosen is not None:
+        result.parent_r2.append(r2(parent_mean, scores.parent))
+        result.exploration.append(exploration_score(scores.parent, chosen))
+    for name, truth in scores.children.items():
+        mu = child_means[name]
+        result.child_r2.setdefault(name, []).append(r2_scale_free(mu, truth))
+        result.child_r2_raw.setdefault(name, []).append(r2(mu, minmax(truth)))
+
+
+def _call(fn: Callable[[np.ndarray], float], x: np.ndarray, what: str) -> float:
+    value = fn(np.array(x, float))
+    try:
+        return float(np.asarray(value, float).reshape(()))
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must return one number, got {value!r}") from None
