@@ -78,3 +78,21 @@ def test_copy_sequences_repeat_a_span_and_mark_only_the_predictable_part():
         repeat = ids[second : second + span]
         starts = [i for i in range(second - span + 1) if np.array_equal(ids[i : i + span], repeat)]
         assert starts, "the marked span must have appeared earlier"
+
+
+def test_ship_copies_a_finished_run_and_load_finds_it_by_name(micro_run, tmp_path, monkeypatch, capsys):
+    import papershelf_lm.model as model_module
+
+    monkeypatch.setattr(model_module, "CHECKPOINTS", tmp_path / "checkpoints")
+    assert main(["ship", str(micro_run), "--name", "micro-test"]) == 0
+    shipped = tmp_path / "checkpoints" / "micro-test"
+    summary = json.loads((shipped / "loss_summary.json").read_text())
+    assert summary["steps"] == 2 and summary["stages"][0]["length"] == 64
+    assert model_module.checkpoint_names() == ["micro-test"]
+    model, _ = load("micro-test")
+    assert model.config.num_hidden_layers == 2
+    capsys.readouterr()
+    assert main(["ship", str(tmp_path / "nothing"), "--name", "x"]) == 2  # not a finished run
+    assert "not a finished run" in capsys.readouterr().err
+    assert main(["ship", str(micro_run), "--name", "../escape"]) == 2
+    assert model_module.checkpoint_names() == ["micro-test"]  # nothing half-written

@@ -84,3 +84,13 @@ def test_curriculum_stages_override_batch_mixture_and_weights():
         TrainConfig(preset="micro", curriculum=[(0, 64, {"lr": 1.0})])
     with pytest.raises(InputError, match="mixture"):
         TrainConfig(preset="micro", curriculum=[(0, 64, {"mixture": {"poetry": 1}})])
+
+
+def test_a_longer_horizon_with_a_cooldown_keeps_every_earlier_learning_rate():
+    full = TrainConfig(preset="micro", steps=300, warmup=10, lr=1e-3, min_lr=1e-4, curriculum=[(0, 64)])
+    short = TrainConfig(**{**full.__dict__, "steps": 200, "lr_horizon": 300, "cooldown": 50})
+    assert [short.lr_at(s) for s in range(150)] == [full.lr_at(s) for s in range(150)]
+    assert short.lr_at(199) == pytest.approx(1e-4)
+    assert all(short.lr_at(s + 1) < short.lr_at(s) for s in range(150, 199))
+    with pytest.raises(InputError, match="cooldown"):
+        TrainConfig(preset="micro", steps=10, cooldown=11, curriculum=[(0, 64)])

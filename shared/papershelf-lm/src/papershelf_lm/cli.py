@@ -94,6 +94,21 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 @app.command(
+    "ship",
+    help="copy a finished run's model into the package as a named checkpoint, with its loss summary",
+    args=[
+        arg("run", help="a run folder whose training finished (it holds model.safetensors)"),
+        arg("--name", required=True, help="checkpoint name, e.g. tiny-s"),
+    ],
+)
+def _ship(args: argparse.Namespace) -> None:
+    from papershelf_lm.model import ship
+
+    folder = ship(args.run, args.name)
+    print(f"shipped {args.run} as {args.name} in {folder}")
+
+
+@app.command(
     "tasks",
     help="print one sample of a task",
     args=[arg("task", choices=TASKS), arg("--length", type=int, default=256)],

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,6 +97,7 @@ def load(name: str | Path, *, dtype=None):
     """
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
 
     folder = Path(name)
     if not folder.is_dir():
@@ -108,6 +112,8 @@ def load(name: str | Path, *, dtype=None):
     weights = folder / "model.safetensors"
     if not (folder / "config.json").is_file() or not weights.is_file():
         raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a per-tensor loading bar on every load is noise; restored below
     try:
         model, info = LlamaForCausalLM.from_pretrained(
             folder, local_files_only=True, output_loading_info=True, dtype=dtype or torch.float32
@@ -115,6 +121,9 @@ def load(name: str | Path, *, dtype=None):
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except Exception as exc:  # corrupt json, truncated safetensors, wrong shapes
         raise InputError(f"cannot load the checkpoint in {folder}: {str(exc).splitlines()[0]}") from None
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     problems = {
         "missing": sorted(k for k in info["missing_keys"] if k != "lm_head.weight"),  # tied to embeddings
         "unexpected": sorted(info["unexpected_keys"]),
@@ -124,3 +133,56 @@ def load(name: str | Path, *, dtype=None):
         detail = "; ".join(f"{kind} {keys[:2]}" for kind, keys in problems.items() if keys)
         raise InputError(f"checkpoint {folder} does not match its config: {detail}")
     return model.eval(), tokenizer
+
+
+REQUIRED_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "train_config.json",
+)
+OPTIONAL_FILES = ("generation_config.json", "special_tokens_map.json")
+
+
+def summarize_log(log_path: Path) -> dict:
+    """The loss curve in brief: per stage (sequence length), first/last loss and final answer accuracy."""
+    entries = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]
+    if not entries:
+        raise InputError(f"{log_path} is empty")
+    stages: dict[int, list[dict]] = {}
+    for entry in entries:
+        stages.setdefault(entry["length"], []).append(entry)
+    summary = {"steps": entries[-1]["step"], "stages": []}
+    for length, rows in stages.items():
+        first, last = rows[0], rows[-1]
+        summary["stages"].append({
+            "length": length, "first_step": first["step"], "last_step": last["step"],
+            "first_loss": round(first["loss"], 4), "last_loss": round(last["loss"], 4),
+            "last_answer_token_acc": last.get("answer_token_acc"),
+        })  # fmt: skip
+    return summary
+
+
+def ship(run: str | Path, name: str) -> Path:
+    """Copy a finished run's exported model into ``papershelf_lm/checkpoints/<name>`` (atomically)."""
+    run = Path(run)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise InputError(f"--name must be lower-case letters, digits and dashes, got {name!r}")
+    missing = [f for f in REQUIRED_FILES if not (run / f).is_file()]
+    if missing:
+        raise InputError(f"{run} is not a finished run: it lacks {', '.join(missing)}")
+    load(run)  # refuse to ship weights that do not load cleanly
+    CHECKPOINTS.mkdir(exist_ok=True)
+    staging = CHECKPOINTS / f".{name}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    for f in REQUIRED_FILES + OPTIONAL_FILES:
+        if (run / f).is_file():
+            shutil.copy2(run / f, staging / f)
+    (staging / "loss_summary.json").write_text(json.dumps(summarize_log(run / "log.jsonl"), indent=1) + "\n")
+    target = CHECKPOINTS / name
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target

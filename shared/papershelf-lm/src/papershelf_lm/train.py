@@ -39,6 +39,8 @@ class TrainConfig:
     lr: float = 3e-3
     min_lr: float = 3e-4
     warmup: int = 100
+    lr_horizon: int | None = None  # steps of the cosine decay (default: steps)
+    cooldown: int = 0  # final steps of linear decay to min_lr
     weight_decay: float = 0.05
     # Stages (first step, sequence length) or (first step, length, {field: value, ...}): the length
     # curriculum, each stage optionally overriding the fields in STAGE_FIELDS (unset ones keep the default)
@@ -65,6 +67,9 @@ class TrainConfig:
         check_int("steps", self.steps, low=1)
         check_int("batch_size", self.batch_size, low=1)
         check_number("lr", self.lr, low=0, low_open=True)
+        check_int("cooldown", self.cooldown, low=0, high=self.steps)
+        if self.lr_horizon is not None:
+            check_int("lr_horizon", self.lr_horizon, low=1)
         _check_mixture(self.mixture)
         if not self.curriculum or any(len(stage) not in (2, 3) for stage in self.curriculum):
             raise InputError("curriculum stages must be [first step, length] or [first step, length, {...}]")
@@ -97,10 +102,23 @@ class TrainConfig:
         return self.stage_at(step)["length"]
 
     def lr_at(self, step: int) -> float:
-        """Linear warm-up, then cosine decay to ``min_lr``."""
+        """Linear warm-up, cosine decay towards ``min_lr`` over ``lr_horizon`` steps (default: ``steps``),
+        then, over the last ``cooldown`` steps, a linear decay to ``min_lr``.
+
+        A horizon longer than the run with a cool-down shortens a run without changing the learning
+        rate of any step before the cool-down (so a shortened run is still reproducible from step 0).
+        """
         if step < self.warmup:
             return self.lr * (step + 1) / self.warmup
-        progress = min(1.0, (step - self.warmup) / max(1, self.steps - self.warmup))
+        start = self.steps - self.cooldown
+        if self.cooldown and step >= start:
+            at_start = self._cosine(start)
+            return at_start + (self.min_lr - at_start) * (step - start + 1) / self.cooldown
+        return self._cosine(step)
+
+    def _cosine(self, step: int) -> float:
+        horizon = self.lr_horizon or self.steps
+        progress = min(1.0, max(0, step - self.warmup) / max(1, horizon - self.warmup))
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * progress))
 
 
@@ -192,12 +210,12 @@ def _answer_accuracy(logits, ids, answers, row_sources) -> dict[str, float]:
     return out
 
 
-def _save_state(path: Path, model, optimizer, step: int, config: TrainConfig) -> None:
+def _save_state(path: Path, model, optimizer, step: int, config: TrainConfig, elapsed: float) -> None:
     import torch
 
     tmp = path.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "config": asdict(config)}, tmp)  # fmt: skip
+                "config": asdict(config), "elapsed_s": elapsed}, tmp)  # fmt: skip
     os.replace(tmp, path)
 
 
@@ -228,7 +246,7 @@ def train(
         lr=config.lr,
         betas=(0.9, 0.95),
     )
-    step = 0
+    step, elapsed_before = 0, 0.0  # elapsed: training wall time summed over resumed sittings
     if state_path.exists():
         try:
             state = torch.load(state_path, map_location="cpu", weights_only=True)
@@ -239,6 +257,7 @@ def train(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = int(state["step"])
+        elapsed_before = float(state.get("elapsed_s", 0.0))
     start_time = time.perf_counter()
     model.train()
     while step < config.steps:
@@ -258,6 +277,7 @@ def train(
         step += 1
         if step % config.log_every == 0 or step == config.steps:
             entry = {"step": step, "loss": loss.item(), "lr": config.lr_at(step - 1), "length": ids.shape[1],
+                     "elapsed_s": round(elapsed_before + time.perf_counter() - start_time, 1),
                      "answer_token_acc": _answer_accuracy(logits, ids, answers, row_sources),
                      "tokens_per_s": ids.numel() / (time.perf_counter() - tick)}  # fmt: skip
             with log_path.open("a") as handle:
@@ -265,7 +285,9 @@ def train(
             if not quiet:
                 print(json.dumps(entry), flush=True)
         if step % config.checkpoint_every == 0 or step == config.steps:
-            _save_state(state_path, model, optimizer, step, config)
+            _save_state(
+                state_path, model, optimizer, step, config, elapsed_before + time.perf_counter() - start_time
+            )
     if step >= config.steps:
         export(model, config, out)
     return {"step": step, "done": step >= config.steps}
