@@ -96,3 +96,17 @@ def test_ship_copies_a_finished_run_and_load_finds_it_by_name(micro_run, tmp_pat
     assert "not a finished run" in capsys.readouterr().err
     assert main(["ship", str(micro_run), "--name", "../escape"]) == 2
     assert model_module.checkpoint_names() == ["micro-test"]  # nothing half-written
+
+
+def test_lengths_far_beyond_the_context_are_refused_and_extrapolation_is_flagged(micro_run, capsys):
+    from papershelf_lm.evaluate import task_accuracy
+
+    model, _ = load(micro_run)
+    with pytest.raises(InputError, match="context of 256"):
+        task_accuracy(model, "mqar", 9 * 256, n=1)
+    assert main(["eval", str(micro_run), "--tasks", "mqar", "--lengths", "64", "512", "-n", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "extrapolation" in next(x for x in lines if x.startswith("mqar") and " 512 " in x)
+    assert "extrapolation" not in next(x for x in lines if x.startswith("mqar") and " 64 " in x)
+    assert main(["eval", str(micro_run), "--lengths", "4096", "-n", "1"]) == 2
+    assert "far beyond" in capsys.readouterr().err

@@ -75,6 +75,9 @@ def _eval(args: argparse.Namespace) -> None:
     if min(args.lengths) < 16:
         raise InputError(f"--lengths must be at least 16 tokens, got {min(args.lengths)}")
     model, _ = load(args.model)
+    context = model.config.max_position_embeddings
+    if max(args.lengths) > 8 * context:  # checked before any work, so nothing is half-done
+        raise InputError(f"--lengths: {max(args.lengths)} is far beyond the model's context of {context}")
     rows = {"model": args.model, "corpus": corpus_id(), "n": args.n, "bits_per_byte": bits_per_byte(model),
             "accuracy": {}}  # fmt: skip
     print(f"validation bits per byte: {rows['bits_per_byte']:.3f}")
@@ -83,7 +86,8 @@ def _eval(args: argparse.Namespace) -> None:
         for length in sorted(args.lengths):
             acc = task_accuracy(model, task, length, n=args.n)
             rows["accuracy"][f"{task}@{length}"] = acc
-            print(f"{task:<10}{length:>7}{acc:>8.3f}")
+            beyond = "  (beyond the trained context: RoPE extrapolation)" if length > context else ""
+            print(f"{task:<10}{length:>7}{acc:>8.3f}{beyond}")
         # the longest evaluated length up to which every evaluated length retrieves >= 80%
         failing = [n for n in sorted(args.lengths) if rows["accuracy"][f"{task}@{n}"] < 0.8]
         ok = [n for n in sorted(args.lengths) if not failing or n < failing[0]]
