@@ -1,0 +1,361 @@
+"""The ``prism-attn`` command line: ``demo``, ``bench``, ``reproduce`` and ``eval --model PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from papershelf.cli import App, arg
+from papershelf.errors import InputError, MissingDependencyError, check_int
+from prism_attn import __version__
+from prism_attn.config import METHODS, PrismConfig
+
+app = App(
+    "prism-attn",
+    __version__,
+    "Proposal-refined cross-layer sparse attention for long-context decoding (Prism) and its baselines.",
+)
+
+CONFIG_ARGS = [
+    arg("--kappa", type=float, default=None, help="budget: tokens (>= 1) or a fraction of n (< 1)"),
+    arg("--radius", type=int, default=1, help="proposal dilation in blocks (default 1)"),
+    arg("--block", type=int, default=16, help="proposal block size in tokens (default 16)"),
+    arg("--max-candidates", type=float, default=4.0, help="candidate cap as a multiple of kappa (default 4)"),
+    arg("--anchor-every", type=int, default=16, help="an exact top-kappa layer every N layers (default 16)"),
+    arg("--anchor-layers", type=int, nargs="+", default=None, help="explicit anchor layers"),
+]
+
+
+def _kappa(value, default):
+    if value is None:
+        return default
+    if value <= 0 or not math.isfinite(value):
+        raise InputError(
+            f"--kappa must be a positive number of tokens or a fraction in (0, 1), got {value:g}"
+        )
+    return float(value) if value < 1 else int(value)
+
+
+def _config(args, method="prism", kappa=None) -> PrismConfig:
+    return PrismConfig(
+        method=method,
+        kappa=_kappa(args.kappa, kappa if kappa is not None else 0.1),
+        radius=args.radius,
+        block=args.block,
+        max_candidates=args.max_candidates,
+        anchor_every=args.anchor_every,
+        anchor_layers=None if args.anchor_layers is None else tuple(args.anchor_layers),
+    )
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(check_int("--threads", n, low=1))
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    def fmt(x):
+        return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+    cells = [header] + [[fmt(x) for x in r] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = ["  ".join(c[i].rjust(widths[i]) for i in range(len(header))) for c in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---- demo ---------------------------------------------------------------------------------------------
+@app.command(
+    "demo",
+    help="a synthetic 8-layer decode step with drifting salient spans: loss and error of every method",
+    args=[arg("--n", type=int, default=4096, help="cache length (default 4096)")],
+    common=("seed",),
+)
+def _demo(args: argparse.Namespace) -> None:
+    n = check_int("--n", args.n, low=1024, high=1 << 16)
+    import torch
+
+    from prism_attn.data import planted_stack
+    from prism_attn.decoder import PrismDecoder
+    from prism_attn.ops import attention_loss, dense_decode
+
+    shape = dict(layers=8, spans=4, span_len=16, drift=8, heads=8, kv_heads=2, head_dim=32, strength=6.0)
+    qs, Ks, Vs, truth = planted_stack(n, **shape, dtype=torch.float32, seed=args.seed)
+    kappa = n // 16
+    print(f"one decode step, 8 layers, 8 query / 2 KV heads, n = {n}, kappa = n/16 = {kappa}; 4 spans of 16")
+    print("salient tokens per KV head drift by <= 8 tokens from layer to layer (block 8, radius 1)\n")
+    dense = [dense_decode(q, K, V) for q, K, V in zip(qs, Ks, Vs)]
+    rows = []
+    for method in ("oracle", "prism", "static", "quest", "dense"):
+        cfg = PrismConfig(method=method, kappa=kappa, dense_layers=(), block=8, radius=1)
+        dec = PrismDecoder(cfg, backend="torch")
+        loss, err, recall = [], [], []
+        for layer, (q, K, V) in enumerate(zip(qs, Ks, Vs)):
+            o, sel = dec.step(layer, q, K, V)
+            err.append(float((o - dense[layer]).norm() / dense[layer].norm()))
+            if sel is None:
+                loss.append(0.0)
+                recall.append(1.0)
+                continue
+            loss.append(float(attention_loss(q, K, sel).mean()))
+            hit = [torch.isin(truth[layer][0, j], sel[0, j]).float().mean() for j in range(2)]
+            recall.append(float(sum(hit) / 2))
+        rows.append([method, sum(loss) / 8, sum(err) / 8, sum(recall) / 8, f"{dec.bytes_read / 2**20:.1f}"])
+    print(_table(["method", "attn loss", "out rel err", "span recall", "KV MiB read"], rows))
+
+
+# ---- bench --------------------------------------------------------------------------------------------
+TARGETS = {32768: 1 / 2.5, 131072: 1 / 5}
+
+
+@app.command(
+    "bench",
+    help="decode-step time of a 32-layer stack (32 q / 8 KV heads, d 128, fp32), dense vs Prism, one run",
+    args=[
+        arg("--lengths", type=int, nargs="+", default=[32768, 131072], help="cache lengths"),
+        arg("--layers", type=int, default=32),
+        arg("--threads", type=int, default=2, help="torch CPU threads (default 2)"),
+        arg("--repeat", type=int, default=3, help="interleaved repeats (default 3)"),
+        arg("--quick", action="store_true", help="tiny sizes in seconds, to prove the path works"),
+        *CONFIG_ARGS,
+    ],
+    common=("out",),
+)
+def _bench(args: argparse.Namespace) -> None:
+    from papershelf.bench import record, write_records
+    from prism_attn.experiments import speed_stack
+
+    _threads(args.threads)
+    repeat = check_int("--repeat", args.repeat, low=1)
+    if args.quick:
+        sizes = [(2048, dict(layers=4, heads=8, kv_heads=2, head_dim=64))]
+        kappa = 128
+    else:
+        layers = check_int("--layers", args.layers, low=1)
+        sizes = [(check_int("--lengths", n, low=1, high=1 << 20), dict(layers=layers)) for n in args.lengths]
+        kappa = 2048
+    cfg = _config(args, kappa=kappa)
+    records, rows = [], []
+    for n, shape in sizes:
+        r = speed_stack(n, repeat=repeat, config=cfg, **shape)
+        times = [f"{r['dense_ms']:.1f}", f"{r['prism_ms']:.1f}", f"{r['speedup']:.2f}x"]
+        mib = [f"{r['dense_bytes'] / 2**20:.0f}", f"{r['prism_bytes'] / 2**20:.0f}"]
+        rows.append([n, r["kappa"], r["dense"], *times, *mib])
+        setting = {"n": n, "threads": args.threads, **shape, "kappa": r["kappa"], "config": r["config"]}
+        records.append(
+            record(
+                package="prism-attn",
+                version=__version__,
+                benchmark=f"decode-stack-{n}" + ("-quick" if args.quick else ""),
+                setting=setting,
+                metric="decode-step time of the stack (s)",
+                better="lower",
+                candidate="prism",
+                candidate_value=r["prism_ms"] / 1e3,
+                baseline=r["dense"],
+                baseline_value=r["dense_ms"] / 1e3,
+                repeats=repeat,
+                target=None if args.quick else TARGETS.get(n),
+                dense_layer_ms=r["dense_layer_ms"],
+                candidate_bytes=r["prism_bytes"],
+                baseline_bytes=r["dense_bytes"],
+            )
+        )
+    print(
+        _table(
+            ["n", "kappa", "dense baseline", "dense ms", "prism ms", "speedup", "dense MiB", "prism MiB"],
+            rows,
+        )
+    )
+    for rec in records:
+        t = rec["target"]
+        if t is not None:
+            print(f"{rec['benchmark']}: speedup {1 / rec['ratio']:.2f}x, target >= {1 / t:g}x: "
+                  f"{'met' if rec['met'] else 'MISSED'}")  # fmt: skip
+    if args.out:
+        write_records(args.out, records)
+        print(f"wrote {args.out}")
+
+
+# ---- reproduce ----------------------------------------------------------------------------------------
+@app.command(
+    "reproduce",
+    help="attention loss vs kappa (oracle/Prism/static/Quest) and needle accuracy at kappa = n/16 on tiny-s",
+    args=[
+        arg("--model", default="tiny-s", help="testbed checkpoint (default tiny-s)"),
+        arg("--loss-lengths", type=int, nargs="+", default=[1024, 8192]),
+        arg("--niah-lengths", type=int, nargs="+", default=[512, 1024]),
+        arg("--samples", type=int, default=10, help="needle samples per length (default 10)"),
+        arg("--threads", type=int, default=2),
+        arg("--plot", default=None, metavar="FILE.png", help="attention-loss curves (needs matplotlib)"),
+        *CONFIG_ARGS,
+    ],
+    common=("out",),
+)
+def _reproduce(args: argparse.Namespace) -> None:
+    from prism_attn.experiments import _need_testbed, loss_curves, needle_accuracy, synthetic_curves
+
+    lm = _need_testbed()
+    _threads(args.threads)
+    samples = check_int("--samples", args.samples, low=1)
+    for n in [*args.loss_lengths, *args.niah_lengths]:
+        check_int("lengths", n, low=256, high=16384)
+    base = _config(args)
+    model, _ = lm.load(args.model)
+    result: dict = {"model": args.model, "config": {k: v for k, v in vars(base).items()}}
+    started = time.time()
+    header = ["n", "kappa", "oracle", "prism", "static", "quest", "prism/static", "prism/oracle"]
+
+    def rows_of(curves):
+        methods = ("oracle", "prism", "static", "quest")
+        ratios = ("prism", "static"), ("prism", "oracle")
+        return [
+            [r["n"], r["kappa"], *(r[m] for m in methods), *(r[a] / max(r[b], 1e-12) for a, b in ratios)]
+            for r in curves["rows"]
+        ]
+
+    syn = synthetic_curves()
+    print("mean attention loss, synthetic planted spans drifting <= 8 tokens/layer (8 layers, block 8):")
+    print(_table(header, rows_of(syn)) + "\n")
+    result["synthetic"] = syn
+    result["testbed_loss"] = []
+    for n in args.loss_lengths:
+        curves = loss_curves(model, n, base=base)
+        result["testbed_loss"].append(curves)
+        print(f"mean attention loss on {args.model} attention at n = {n} (layers 1-3; layer 0 is dense):")
+        print(_table(header, rows_of(curves)))
+        methods = ("oracle", "prism", "static", "quest")
+        errs = [[r["n"], r["kappa"], *(r["output_rel_error"][m] for m in methods)] for r in curves["rows"]]
+        print("mean relative error of the attention output vs dense:")
+        print(_table(header[:6], errs) + "\n")
+    result["niah"] = []
+    rows = []
+    for n in args.niah_lengths:
+        k = max(1, n // 16)
+        configs = {m: PrismConfig(**{**vars(base), "method": m, "kappa": k}) for m in ("dense", *METHODS[:4])}
+        acc = needle_accuracy(model, n, configs, samples=samples)
+        result["niah"].append({"n": n, "kappa": k, "samples": samples, **acc})
+        rows.append([n, k, *(acc[m] for m in ("dense", "oracle", "prism", "static", "quest"))])
+    print(f"4-key NIAH greedy accuracy, kappa = n/16, {samples} held-out samples per length:")
+    print(_table(["n", "kappa", "dense", "oracle", "prism", "static", "quest"], rows) + "\n")
+    result["passkey"] = []
+    rows = []
+    for n in args.niah_lengths:
+        k = max(1, n // 16)
+        configs = {m: PrismConfig(**{**vars(base), "method": m, "kappa": k}) for m in ("dense", *METHODS[:4])}
+        acc = needle_accuracy(model, n, configs, samples=samples, task="passkey")
+        result["passkey"].append({"n": n, "kappa": k, "samples": samples, **acc})
+        rows.append([n, k, *(acc[m] for m in ("dense", "oracle", "prism", "static", "quest"))])
+    print(f"passkey greedy accuracy, kappa = n/16, {samples} held-out samples per length:")
+    print(_table(["n", "kappa", "dense", "oracle", "prism", "static", "quest"], rows))
+    result["seconds"] = time.time() - started
+    if args.plot:
+        _plot(result, args.plot)
+    if args.out:
+        from papershelf.repro import atomic_write_json, run_manifest
+
+        atomic_write_json(args.out, {**result, "manifest": run_manifest()})
+        print(f"wrote {args.out}")
+
+
+def _plot(result: dict, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("matplotlib", package="prism-attn", extra="plots") from None
+    from papershelf.repro import atomic_path
+
+    panels = [("synthetic", result["synthetic"])] + [
+        (f"tiny-s n={c['n']}", c) for c in result["testbed_loss"]
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for ax, (title, curves) in zip(list(getattr(axes, "flat", [axes])), panels):
+        for m in ("oracle", "prism", "static", "quest"):
+            ax.plot([r["kappa"] for r in curves["rows"]], [r[m] for r in curves["rows"]], marker="o", label=m)
+        ax.set_xscale("log", base=2)
+        ax.set_title(title)
+        ax.set_xlabel("kappa")
+    axes_list = list(getattr(axes, "flat", [axes]))
+    axes_list[0].set_ylabel("attention loss")
+    axes_list[0].legend()
+    fig.tight_layout()
+    with atomic_path(path, mode="wb") as tmp:
+        fig.savefig(tmp, format="png")
+    print(f"wrote {path}")
+
+
+# ---- eval ---------------------------------------------------------------------------------------------
+@app.command(
+    "eval",
+    help="decode a prompt with your local HF model, dense and sparse, and compare the tokens",
+    args=[
+        arg("--model", required=True, metavar="PATH", help="a local Hugging Face model folder"),
+        arg("--prompt-file", required=True, metavar="FILE.txt", help="the prompt, as UTF-8 text"),
+        arg("--new-tokens", type=int, default=32),
+        arg("--method", choices=METHODS, default="prism"),
+        arg("--threads", type=int, default=2),
+        *CONFIG_ARGS,
+    ],
+)
+def _eval(args: argparse.Namespace) -> None:
+    path = Path(args.model)
+    if not path.is_dir():
+        raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
+    prompt_path = Path(args.prompt_file)
+    if not prompt_path.is_file():
+        raise InputError(f"--prompt-file {args.prompt_file!r} does not exist")
+    new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
+    cfg = _config(args, method=args.method)
+    _threads(args.threads)
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise MissingDependencyError("transformers", package="prism-attn", extra="hf") from None
+    from prism_attn.hf import enable
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
+    model.eval()
+    ids = tok(prompt_path.read_text(encoding="utf-8"), return_tensors="pt").input_ids
+    if ids.shape[1] == 0:
+        raise InputError(f"--prompt-file {args.prompt_file!r} is empty")
+
+    def generate():
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=new, do_sample=False, use_cache=True)
+        return out[0, ids.shape[1] :]
+
+    t0 = time.perf_counter()
+    dense = generate()
+    t1 = time.perf_counter()
+    with enable(model, cfg) as handle:
+        sparse = generate()
+    t2 = time.perf_counter()
+    m = min(len(dense), len(sparse))
+    agree = int((dense[:m] == sparse[:m]).cumprod(0).sum())
+    print(
+        f"prompt {ids.shape[1]} tokens; kappa at that length {cfg.budget(ids.shape[1])}; method {cfg.method}"
+    )
+    print(f"dense : {tok.decode(dense)!r}  ({t1 - t0:.2f} s)")
+    print(
+        f"{cfg.method:6s}: {tok.decode(sparse)!r}  ({t2 - t1:.2f} s, {handle.calls['decode']} sparse calls)"
+    )
+    print(f"identical leading tokens: {agree} / {m}")
+
+
+def main(argv=None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    app.run()

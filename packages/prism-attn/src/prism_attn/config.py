@@ -1,0 +1,139 @@
+"""The configuration of a sparse decode method and the validation of its inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from papershelf.errors import InputError, check_choice, check_int, check_number
+
+METHODS = ("prism", "oracle", "static", "quest", "dense")
+_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass
+class PrismConfig:
+    """How each decode step selects the KV tokens it attends to.
+
+    ``method``: ``"prism"`` (proposal + refinement), ``"oracle"`` (exact top-κ in every layer),
+    ``"static"`` (exact top-κ in anchor layers, reused unchanged until the next anchor — Kascade-style),
+    ``"quest"`` (top pages by the page min/max upper bound of q·k) or ``"dense"``.
+
+    ``kappa``: the budget κ in tokens per KV head; an ``int`` is absolute, a ``float`` in (0, 1] is a fraction
+    of the cache length n (κ = max(kappa_min, ⌈kappa·n⌉)). A cache with n ≤ κ is attended densely.
+    ``radius``: the proposal's dilation of the previous layer's selection, in blocks of ``block`` tokens.
+    ``sink`` / ``local``: tokens at the start / end of the cache that are always candidates.
+    ``max_candidates``: the candidate cap as a multiple of κ (``None``: no cap).
+    ``anchor_layers``: layers that compute exact top-κ (``None``: every ``anchor_every``-th layer from 0).
+    ``dense_layers``: layers attended densely (their exact top-κ still seeds the next layer).
+    ``page``: Quest's page size in tokens.
+    """
+
+    method: str = "prism"
+    kappa: int | float = 0.1
+    kappa_min: int = 128
+    radius: int = 1
+    block: int = 16
+    sink: int = 4
+    local: int = 64
+    max_candidates: float | None = 4.0
+    anchor_layers: tuple[int, ...] | None = None
+    anchor_every: int = 16
+    dense_layers: tuple[int, ...] = field(default_factory=lambda: (0,))
+    page: int = 16
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> PrismConfig:
+        check_choice("method", self.method, METHODS)
+        if isinstance(self.kappa, bool) or not isinstance(self.kappa, int | float):
+            raise InputError(f"kappa must be a positive int or a fraction in (0, 1], got {self.kappa!r}")
+        if isinstance(self.kappa, float):
+            check_number("kappa", self.kappa, low=0, high=1, low_open=True)
+        elif self.kappa <= 0:
+            raise InputError(f"kappa must be a positive int or a fraction in (0, 1], got {self.kappa}")
+        check_int("kappa_min", self.kappa_min, low=1)
+        check_int("radius", self.radius, low=0)
+        check_int("block", self.block, low=1)
+        check_int("sink", self.sink, low=0)
+        check_int("local", self.local, low=0)
+        check_int("anchor_every", self.anchor_every, low=1)
+        check_int("page", self.page, low=1)
+        if self.max_candidates is not None:
+            check_number("max_candidates", self.max_candidates, low=1)
+        for name in ("anchor_layers", "dense_layers"):
+            layers = getattr(self, name)
+            if layers is None:
+                continue
+            if isinstance(layers, int | str) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers
+            ):
+                raise InputError(f"{name} must be a sequence of layer indices >= 0, got {layers!r}")
+            setattr(self, name, tuple(sorted(set(layers))))
+        if self.method in ("prism", "static") and self.anchor_layers is not None:
+            if 0 not in set(self.anchor_layers) | set(self.dense_layers):
+                raise InputError(
+                    f"anchor_layers must include layer 0 (or dense_layers must), got {self.anchor_layers}"
+                )
+        return self
+
+    def budget(self, n: int) -> int:
+        """κ for a cache of ``n`` tokens (never more than n)."""
+        if isinstance(self.kappa, float):
+            k = max(self.kappa_min, math.ceil(self.kappa * n))
+        else:
+            k = self.kappa
+        return min(n, k)
+
+    def is_anchor(self, layer: int) -> bool:
+        if self.anchor_layers is None:
+            return layer % self.anchor_every == 0
+        return layer in self.anchor_layers
+
+    def is_dense(self, layer: int) -> bool:
+        return self.method == "dense" or layer in self.dense_layers
+
+    def candidate_cap(self, kappa: int) -> int | None:
+        return None if self.max_candidates is None else math.ceil(self.max_candidates * kappa)
+
+
+def check_decode_inputs(q, K, V, scaling=None) -> float:
+    """Check one decode step's ``q`` (B, H, D), ``K``/``V`` (B, H_kv, n, D); return the scaling."""
+    import torch
+
+    for name, t, dim in (("q", q, 3), ("K", K, 4), ("V", V, 4)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if str(t.dtype).removeprefix("torch.") not in _DTYPES:
+            raise InputError(f"{name} has unsupported dtype {t.dtype}; expected one of {', '.join(_DTYPES)}")
+        if t.dim() != dim:
+            shape = "(B, H, D)" if dim == 3 else "(B, H_kv, n, D)"
+            raise InputError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
+    if not (q.dtype == K.dtype == V.dtype):
+        raise InputError(f"q, K and V must share a dtype, got {q.dtype}, {K.dtype}, {V.dtype}")
+    if K.shape != V.shape:
+        raise InputError(f"K and V must have the same shape, got {tuple(K.shape)} and {tuple(V.shape)}")
+    B, H, D = q.shape
+    if K.shape[0] != B:
+        raise InputError(f"K has batch {K.shape[0]} but q has batch {B}")
+    if K.shape[3] != D:
+        raise InputError(f"mismatched head dims: q has D = {D}, K has D = {K.shape[3]}")
+    if K.shape[2] == 0:
+        raise InputError("K is an empty cache (n = 0); decode needs at least one cached token")
+    if K.shape[1] == 0 or H % K.shape[1]:
+        raise InputError(f"query heads H = {H} must be a multiple of KV heads H_kv = {K.shape[1]}")
+    if scaling is None:
+        return 1.0 / math.sqrt(D)
+    return check_number("scaling", scaling, low=0, low_open=True)
+
+
+def check_kappa(kappa) -> int:
+    if isinstance(kappa, bool) or not isinstance(kappa, int):
+        if hasattr(kappa, "item"):
+            kappa = kappa.item()
+        if not isinstance(kappa, int) or isinstance(kappa, bool):
+            raise InputError(f"kappa must be a positive integer, got {kappa!r}")
+    if kappa <= 0:
+        raise InputError(f"kappa must be a positive integer, got {kappa}")
+    return kappa

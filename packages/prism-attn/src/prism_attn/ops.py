@@ -1,0 +1,213 @@
+"""The vectorised torch fast path (CPU and GPU): fused scoring + top-κ + sparse attention per layer.
+
+Same shapes and semantics as :mod:`prism_attn.reference`; nothing here allocates more than O(H·n) per step
+(the scores of one layer, (B, H_kv, g, n), for anchor and dense layers; O(H·|C|) for a refined layer).
+Scores computed for the selection are reused for the attention itself, so a refined layer reads the
+candidate keys once and the selected values once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from prism_attn.config import check_decode_inputs, check_kappa
+
+_NEG = float("-inf")
+
+
+def _grouped(q: torch.Tensor, Hkv: int) -> torch.Tensor:
+    B, H, D = q.shape
+    return q.reshape(B, Hkv, H // Hkv, D)
+
+
+def gather_rows(X: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """X (B, H_kv, n, D) rows at idx (B, H_kv, k) → (B, H_kv, k, D); -1 entries read row 0 (mask them)."""
+    B, Hkv, n, D = X.shape
+    base = (torch.arange(B * Hkv, device=X.device) * n).view(B, Hkv, 1)
+    flat = (base + idx.clamp(min=0)).reshape(-1)
+    return X.reshape(B * Hkv * n, D).index_select(0, flat).view(B, Hkv, idx.shape[-1], D)
+
+
+def grouped_scores(q: torch.Tensor, K: torch.Tensor, scaling: float) -> torch.Tensor:
+    """(B, H_kv, g, n): every query head against its KV head, reading each KV head once."""
+    return torch.matmul(_grouped(q, K.shape[1]), K.transpose(-1, -2)) * scaling
+
+
+def dense_decode(q, K, V, scaling: float | None = None) -> torch.Tensor:
+    """Dense decode attention as a grouped-query matmul (each KV head read once): o (B, H, D)."""
+    scaling = check_decode_inputs(q, K, V, scaling)
+    p = torch.softmax(grouped_scores(q, K, scaling), dim=-1)
+    return torch.matmul(p, V).reshape(q.shape)
+
+
+def _attend(s_sel: torch.Tensor, valid: torch.Tensor, Vsel: torch.Tensor, shape) -> torch.Tensor:
+    """softmax over the selected logits (B, H_kv, g, k) with invalid entries masked, times Vsel."""
+    s_sel = s_sel.masked_fill(~valid[:, :, None, :], _NEG)
+    return torch.matmul(torch.softmax(s_sel, dim=-1), Vsel).reshape(shape)
+
+
+def _topk_sorted(pooled: torch.Tensor, kappa: int) -> torch.Tensor:
+    """Positions of the κ largest entries of the last dim, ascending."""
+    return torch.topk(pooled, kappa, dim=-1, sorted=False).indices.sort(dim=-1).values
+
+
+def anchor(q, K, V, kappa: int, scaling: float, *, attend: bool = True):
+    """Exact top-κ of the GQA-pooled probabilities over all n tokens; optionally attend over it.
+
+    Returns (o or None, idx (B, H_kv, κ) ascending).
+    """
+    s = grouped_scores(q, K, scaling)
+    pooled = torch.softmax(s, dim=-1).sum(2)
+    idx = _topk_sorted(pooled, kappa)
+    if not attend:
+        return None, idx
+    g = s.shape[2]
+    s_sel = s.gather(-1, idx[:, :, None, :].expand(-1, -1, g, -1))
+    valid = torch.ones_like(idx, dtype=torch.bool)
+    return _attend(s_sel, valid, gather_rows(V, idx), q.shape), idx
+
+
+def dense_with_selection(q, K, V, kappa: int, scaling: float):
+    """Dense attention plus the exact top-κ selection from the same scores (a dense layer that seeds the
+    next layer's proposal)."""
+    s = grouped_scores(q, K, scaling)
+    p = torch.softmax(s, dim=-1)
+    out = torch.matmul(p, V).reshape(q.shape)
+    return out, _topk_sorted(p.sum(2), kappa)
+
+
+def propose(prev, n: int, *, radius=1, block=16, sink=4, local=64, cap: int | None = None) -> torch.Tensor:
+    """Candidate tokens (B, H_kv, c) proposed from the previous layer's selection ``prev`` (B, H_kv, k):
+    the vectorised :func:`prism_attn.reference.propose` (same candidates, same order, same -1 padding)."""
+    from papershelf.errors import InputError, check_int
+
+    n = check_int("n", n, low=1)
+    radius = check_int("radius", radius, low=0)
+    block = check_int("block", block, low=1)
+    sink, local = check_int("sink", sink, low=0), check_int("local", local, low=0)
+    if cap is not None:
+        cap = check_int("cap", cap, low=1)
+    if not isinstance(prev, torch.Tensor) or prev.dim() != 3 or prev.dtype not in (torch.int64, torch.int32):
+        raise InputError("prev must be an integer tensor (B, H_kv, k) of token positions")
+    if prev.numel() and (int(prev.max()) >= n or int(prev.min()) < -1):
+        raise InputError(f"prev entries must be in [0, n = {n}) or -1 for padding")
+    return _propose(prev.long(), n, radius, block, sink, local, cap)
+
+
+def _propose(prev, n, radius, block, sink, local, cap) -> torch.Tensor:
+    B, Hkv, _ = prev.shape
+    nb = math.ceil(n / block)
+    dev = prev.device
+    valid = prev >= 0
+    counts = torch.zeros(B, Hkv, nb, dtype=torch.long, device=dev)
+    counts.scatter_add_(-1, prev.clamp(min=0) // block, valid.long())
+    sel = counts > 0
+    # region mass: selected tokens in each run of consecutive selected blocks
+    start = sel & ~F.pad(sel[..., :-1], (1, 0), value=False)
+    run_id = torch.cumsum(start.long(), dim=-1)  # runs numbered from 1 per row; unselected blocks: ignored
+    mass = torch.zeros(B, Hkv, nb + 1, dtype=torch.long, device=dev)
+    mass.scatter_add_(-1, run_id * sel, counts * sel)
+    region = torch.where(sel, mass.gather(-1, run_id), 0)
+    r = min(radius, nb)
+    if r:
+        near = F.max_pool1d(region.double().view(B * Hkv, 1, nb), 2 * r + 1, stride=1, padding=r)
+        near = near.view(B, Hkv, nb).long()
+    else:
+        near = region
+    tier = torch.where(sel, 2 * region + 1, 2 * near)
+    forced = 2 * n + 2
+    is_forced = torch.zeros(nb, dtype=torch.bool, device=dev)
+    if sink:
+        is_forced[: math.ceil(sink / block)] = True
+    if local:
+        is_forced[max(0, n - local) // block :] = True
+    tier = tier.masked_fill(is_forced, forced)
+    key = tier * nb + torch.arange(nb - 1, -1, -1, device=dev)
+    width = int((tier > 0).sum(-1).max())
+    if cap is not None:  # sink and local blocks come on top of the cap
+        width = min(width, int(is_forced.sum()) + max(1, cap // block))
+    top = torch.topk(key, width, dim=-1, sorted=False).indices
+    keep = tier.gather(-1, top) > 0
+    blocks = torch.where(keep, top, nb).sort(dim=-1).values
+    tokens = (blocks[..., None] * block + torch.arange(block, device=dev)).reshape(B, Hkv, width * block)
+    tokens = tokens.masked_fill(tokens >= n, -1)  # -1s are trailing: blocks ascending, padding last
+    return tokens[..., : int((tokens >= 0).sum(-1).max())]
+
+
+def refine(q, K, cand: torch.Tensor, kappa: int, scaling: float | None = None) -> torch.Tensor:
+    """Top-κ (B, H_kv, κ) of the GQA-pooled probabilities over each group's candidates ``cand``
+    (B, H_kv, c; -1 padded) — the vectorised :func:`prism_attn.reference.refine`."""
+    scaling = check_decode_inputs(q, K, K, scaling)
+    kappa = check_kappa(kappa)
+    cand = _check_idx(cand, K)
+    return refine_attend(q, K, K, cand, kappa, scaling, attend=False)[1]
+
+
+def refine_attend(q, K, V, cand: torch.Tensor, kappa: int, scaling: float, *, attend: bool = True):
+    """Top-κ of the pooled probabilities over the candidates only; optionally attend over the selection,
+    reusing the candidate scores. Returns (o or None, idx (B, H_kv, κ) ascending, -1 padded)."""
+    valid = cand >= 0
+    Kc = gather_rows(K, cand)
+    s = torch.matmul(_grouped(q, K.shape[1]), Kc.transpose(-1, -2)) * scaling
+    s = s.masked_fill(~valid[:, :, None, :], _NEG)
+    pooled = torch.softmax(s, dim=-1).sum(2).masked_fill(~valid, -1.0)
+    k = min(kappa, cand.shape[-1])
+    pos = _topk_sorted(pooled, k)
+    sel_valid = valid.gather(-1, pos)
+    idx = torch.where(sel_valid, cand.gather(-1, pos), -1)
+    out = None
+    if attend:
+        g = s.shape[2]
+        s_sel = s.gather(-1, pos[:, :, None, :].expand(-1, -1, g, -1))
+        out = _attend(s_sel, sel_valid, gather_rows(V, idx), q.shape)
+    if k < kappa:
+        idx = F.pad(idx, (0, kappa - k), value=-1)
+    return out, idx
+
+
+def sparse_decode(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
+    """o (B, H, D): attention over each KV group's selected tokens (-1 entries ignored)."""
+    scaling = check_decode_inputs(q, K, V, scaling)
+    idx = _check_idx(idx, K)
+    valid = idx >= 0
+    Ks = gather_rows(K, idx)
+    s = torch.matmul(_grouped(q, K.shape[1]), Ks.transpose(-1, -2)) * scaling
+    return _attend(s, valid, gather_rows(V, idx), q.shape)
+
+
+def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
+    """(B, H): 1 − the dense attention mass on each head's selected tokens (-1 entries ignored)."""
+    scaling = check_decode_inputs(q, K, K, scaling)
+    idx = _check_idx(idx, K)
+    p = torch.softmax(grouped_scores(q, K, scaling), dim=-1)
+    g = p.shape[2]
+    got = p.gather(-1, idx.clamp(min=0)[:, :, None, :].expand(-1, -1, g, -1))
+    got = got.masked_fill(~(idx >= 0)[:, :, None, :], 0).sum(-1)
+    return (1 - got).reshape(q.shape[:2])
+
+
+def select_topk(q, K, kappa: int, scaling: float | None = None) -> torch.Tensor:
+    """Exact top-κ per KV group (B, H_kv, κ), ascending; a cache with n ≤ κ selects every token."""
+    scaling = check_decode_inputs(q, K, K, scaling)
+    kappa = check_kappa(kappa)
+    n = K.shape[2]
+    if kappa >= n:
+        return torch.arange(n, device=K.device).expand(K.shape[0], K.shape[1], n).clone()
+    return anchor(q, K, K, kappa, scaling, attend=False)[1]
+
+
+def _check_idx(idx, K) -> torch.Tensor:
+    from papershelf.errors import InputError
+
+    if not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.int64, torch.int32):
+        raise InputError("idx must be an integer torch.Tensor of token positions (B, H_kv, k)")
+    if idx.dim() != 3 or tuple(idx.shape[:2]) != tuple(K.shape[:2]):
+        raise InputError(
+            f"idx must have shape (B, H_kv, k) = ({K.shape[0]}, {K.shape[1]}, k), got {idx.shape}"
+        )
+    if idx.numel() and (int(idx.max()) >= K.shape[2] or int(idx.min()) < -1):
+        raise InputError(f"idx entries must be in [0, n = {K.shape[2]}) or -1 for padding")
+    return idx.long()

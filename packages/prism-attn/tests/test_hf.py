@@ -1,0 +1,33 @@
+"""transformers integration on the testbed model: prefill dense, every decode step through Prism."""
+
+import pytest
+import torch
+
+papershelf_lm = pytest.importorskip("papershelf_lm")
+
+from prism_attn import PrismConfig, disable, enable  # noqa: E402
+
+
+def test_enable_decodes_through_prism_and_disable_restores():
+    from papershelf_lm.tasks import generate
+
+    model, _ = papershelf_lm.load("tiny-s")
+    s = generate("passkey", 200, seed=3, split="validation")
+    prompt = torch.from_numpy(s.ids[: s.prompt_length])[None]
+    previous = model.config._attn_implementation
+    dense = papershelf_lm.greedy_generate(model, prompt, 3)
+    # full budget: every decode step goes through Prism and reproduces dense decoding exactly
+    with enable(model, PrismConfig(kappa=100_000)) as handle:
+        assert torch.equal(papershelf_lm.greedy_generate(model, prompt, 3), dense)
+        assert handle.calls["decode"] == 2 * 4 and handle.calls["prefill"] == 4
+    assert model.config._attn_implementation == previous
+    # a real budget: sparse decode steps, fewer KV bytes than dense
+    handle = enable(model, PrismConfig(kappa=32, block=4))
+    out = papershelf_lm.greedy_generate(model, prompt, 2)
+    assert out.shape == (1, 2) and handle.calls["decode"] == 4
+    n = prompt.shape[1]
+    assert 0 < handle.decoder.bytes_read < 4 * 2 * (n + 1) * 2 * 32 * 4
+    disable(model)
+    disable(model)  # a second disable is a no-op
+    assert model.config._attn_implementation == previous
+    assert torch.equal(papershelf_lm.greedy_generate(model, prompt, 3), dense)
