@@ -36,8 +36,8 @@ from bif_hgp.model import (
     BIF,
     BOResult,
     _call,
-    check_bounds,
-    check_composition,
+    check_budget,
+    check_problem,
     grid_truth,
     initial_design,
     record_scores,
@@ -81,20 +81,10 @@ class _FlatBO:
         self.on_nonfinite = on_nonfinite
 
     def _validate(self, budget: Any) -> None:
-        self.bounds_ = check_bounds(self.bounds)
-        D = self.bounds_.shape[0]
-        self.composition_ = check_composition(self.composition, D)
-        self.grid_ = check_int("grid", self.grid, low=2, high=1024)
-        if self.grid_**D > 200_000:
-            raise InputError(
-                f"grid {self.grid_}^{D} = {self.grid_**D} parent points is too many (max 200,000)"
-            )
+        self.bounds_, self.composition_, self.grid_ = check_problem(self.bounds, self.composition, self.grid)
         check_int("n_init", self.n_init, low=0)
         check_choice("on_nonfinite", self.on_nonfinite, ("raise", "skip"))
-        budget = check_int("budget", budget, low=1)
-        if budget < max(self.n_init, 1):
-            raise InputError(f"budget ({budget}) must be at least the initial design n_init ({self.n_init})")
-        self.budget_ = budget
+        self.budget_ = check_budget(budget, self.n_init)
 
     # hooks
     def _start(self, seed: int) -> None: ...

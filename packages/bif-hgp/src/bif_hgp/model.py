@@ -57,6 +57,25 @@ def check_bounds(bounds: Any) -> np.ndarray:
     return b
 
 
+def check_problem(bounds: Any, composition: Any, grid: Any) -> tuple[np.ndarray, dict[str, list[int]], int]:
+    """Validated (bounds, composition, grid) of a search problem; the parent grid must stay tractable."""
+    bounds = check_bounds(bounds)
+    n_dims = bounds.shape[0]
+    composition = check_composition(composition, n_dims)
+    grid = check_int("grid", grid, low=2, high=1024)
+    if grid**n_dims > 200_000:
+        raise InputError(f"grid {grid}^{n_dims} = {grid**n_dims} parent points is too many (max 200,000)")
+    return bounds, composition, grid
+
+
+def check_budget(budget: Any, n_init: int) -> int:
+    """A query budget that covers the initial design."""
+    budget = check_int("budget", budget, low=1)
+    if budget < max(n_init, 1):
+        raise InputError(f"budget ({budget}) must be at least the initial design n_init ({n_init})")
+    return budget
+
+
 def check_composition(composition: Any, n_dims: int) -> dict[str, list[int]]:
     """child name → disjoint parent dimensions that together cover 0..D−1."""
     if not isinstance(composition, Mapping) or not composition:
@@ -370,14 +389,7 @@ class BIF:
 
     # ---- validation ----------------------------------------------------------------------------
     def _validate(self, budget: Any) -> None:
-        self.bounds_ = check_bounds(self.bounds)
-        D = self.bounds_.shape[0]
-        self.composition_ = check_composition(self.composition, D)
-        self.grid_ = check_int("grid", self.grid, low=2, high=1024)
-        if self.grid_**D > 200_000:
-            raise InputError(
-                f"grid {self.grid_}^{D} = {self.grid_**D} parent points is too many (max 200,000)"
-            )
+        self.bounds_, self.composition_, self.grid_ = check_problem(self.bounds, self.composition, self.grid)
         check_choice("acquisition", self.acquisition, ACQUISITIONS)
         self.child_acquisition_ = check_choice(
             "child_acquisition",
@@ -394,10 +406,7 @@ class BIF:
         check_choice("on_nonfinite", self.on_nonfinite, NONFINITE)
         check_int("n_init", self.n_init, low=0)
         check_int("n_child_init", self.n_child_init, low=0, high=10_000)
-        budget = check_int("budget", budget, low=1)
-        if budget < max(self.n_init, 1):
-            raise InputError(f"budget ({budget}) must be at least the initial design n_init ({self.n_init})")
-        self.budget_ = budget
+        self.budget_ = check_budget(budget, self.n_init)
 
     # ---- grid helpers ---------------------------------------------------------------------------
     def _to_real(self, u: np.ndarray) -> np.ndarray:
