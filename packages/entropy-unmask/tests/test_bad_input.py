@@ -1,0 +1,103 @@
+"""Hostile inputs: clear InputError naming the argument, CLI exit 2, no half-written files."""
+
+import numpy as np
+import pytest
+from entropy_unmask import (
+    EntropySum,
+    ExactOracle,
+    FixedK,
+    LogitsPredictor,
+    exact_analysis,
+    joint_from_table,
+    markov,
+    random_code,
+    sample,
+)
+from entropy_unmask.baselines import EBSampler, MaxEntropyThreshold
+from entropy_unmask.cli import main
+
+from papershelf.errors import InputError
+
+
+@pytest.mark.parametrize("eta", [0, -0.1, float("nan"), float("inf")])
+def test_eta_must_be_positive(eta):
+    with pytest.raises(InputError, match="eta"):
+        EntropySum(eta)
+
+
+def test_other_parameters():
+    with pytest.raises(InputError, match="k"):
+        FixedK(0)
+    with pytest.raises(InputError, match="tau"):
+        MaxEntropyThreshold(-1)
+    with pytest.raises(InputError, match="gamma"):
+        EBSampler(float("nan"))
+    with pytest.raises(InputError, match="order"):
+        EntropySum(0.1, order="sideways")
+
+
+def _const(rows):
+    return lambda tokens: np.repeat(np.asarray(rows, dtype=float)[None, None, :], len(tokens), 0).repeat(3, 1)
+
+
+@pytest.mark.parametrize(
+    "rows, msg",
+    [([np.nan, 0.5], "NaN"), ([-0.5, 1.5], "negative"), ([0.3, 0.3], "sum to 1")],
+)
+def test_predictor_rows_must_be_distributions(rows, msg):
+    with pytest.raises(InputError, match=msg):
+        sample(_const(rows), EntropySum(0.1), L=3, n=2, rng=0)
+
+
+def test_predictor_shape_is_checked():
+    with pytest.raises(InputError, match="shape"):
+        sample(lambda t: np.ones((len(t), 2, 2)) / 2, EntropySum(0.1), L=3, n=1, rng=0)
+
+
+def test_joint_tables_too_large_are_refused_with_the_size():
+    with pytest.raises(InputError, match="16,777,216"):
+        joint_from_table(np.lib.stride_tricks.as_strided(np.zeros(1), shape=(4,) * 12, strides=(0,) * 12))
+
+
+def test_dp_too_large_is_refused_with_the_size():
+    j = random_code(L=14, V=4, size=4096, seed=0)
+    with pytest.raises(InputError, match="cells"):
+        exact_analysis(j.oracle(), EntropySum(0.1), j)
+
+
+def test_bad_joints():
+    with pytest.raises(InputError, match="sum to 1"):
+        joint_from_table(np.full((2, 2), 0.3))
+    with pytest.raises(InputError, match="non-negative"):
+        joint_from_table(np.array([[0.5, 0.6], [-0.1, 0.0]]))
+    with pytest.raises(InputError, match="distinct"):
+        ExactOracle(np.array([[0, 1], [0, 1]]), np.array([0.5, 0.5]), V=2)
+    with pytest.raises(InputError, match="tokens"):
+        ExactOracle(np.array([[0, 2]]), np.array([1.0]), V=2)
+
+
+def test_oracle_raise_fallback():
+    o = markov(L=4, V=4, branching=1, seed=0).oracle(fallback="raise")
+    bad = o.support[0].copy()
+    bad[1] = (bad[1] + 1) % 4
+    with pytest.raises(InputError, match="probability zero"):
+        o(np.array([[bad[0], bad[1], -1, -1]]))
+
+
+def test_logits_predictor_rejects_nan():
+    pred = LogitsPredictor(lambda ids: np.full((*ids.shape, 2), np.nan), mask_id=2)
+    with pytest.raises(InputError, match="NaN"):
+        pred(np.array([[-1, 0]]))
+
+
+def test_cli_errors_exit_2_and_write_nothing(tmp_path, capsys):
+    out = tmp_path / "x.npy"
+    assert main(["sample", "--schedule", "entropy-sum", "--value", "0", "--out", str(out)]) == 2
+    assert "error: eta must be" in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.iterdir())
+    assert main(["sweep", "--values", "0.1,abc"]) == 2
+    assert main(["sweep", "--joint", str(tmp_path / "missing.npy")]) == 2
+    big = tmp_path / "big.npy"
+    np.save(big, np.zeros((2,) * 23))
+    assert main(["sweep", "--joint", str(big)]) == 2
+    assert "cells" in capsys.readouterr().err
