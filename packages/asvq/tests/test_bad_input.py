@@ -1,0 +1,70 @@
+"""Bad input raises InputError naming the argument; nothing propagates NaN silently."""
+
+import numpy as np
+import pytest
+import torch
+from asvq import AdaptiveScaleVQ, make_quantizer, nearest_code, train_autoencoder
+from asvq.models import mlp_autoencoder
+
+from papershelf.errors import InputError
+
+
+@pytest.mark.parametrize("name", ["asvq", "vq", "vq-ema", "simvq", "fsq"])
+def test_dimension_mismatch_and_nan(name):
+    q = make_quantizer(name, 8, 256)
+    with pytest.raises(InputError, match=r"dim=8.*\(\.\.\., 8\)"):
+        q(torch.randn(4, 7))
+    z = torch.randn(4, 8)
+    z[2, 3] = float("nan")
+    with pytest.raises(InputError, match="NaN"):
+        q(z)
+    with pytest.raises(InputError, match="floating"):
+        q(torch.ones(4, 8, dtype=torch.long))
+
+
+@pytest.mark.parametrize("size", [1, 0, -3])
+def test_codebook_size_below_two(size):
+    for name in ("asvq", "vq", "vq-ema", "simvq"):
+        with pytest.raises(InputError, match="codebook_size"):
+            make_quantizer(name, 8, size)
+
+
+def test_unknown_quantizer_lists_the_known_ones():
+    with pytest.raises(InputError, match="known quantizers: asvq, vq, vq-ema, simvq, fsq"):
+        make_quantizer("lfq", 8, 256)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"scale": "full"}, "scale must be one of"),
+        ({"init": "zeros"}, "init must be one of"),
+        ({"beta": -1.0}, "beta"),
+        ({"ema_decay": 1.0}, "ema_decay"),
+        ({"scale_init": "big"}, "scale_init"),
+    ],
+)
+def test_bad_asvq_options(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        AdaptiveScaleVQ(8, 64, **kwargs)
+
+
+def test_misc_bad_inputs():
+    with pytest.raises(InputError, match="FSQ levels"):
+        make_quantizer("fsq", 8, 1000)
+    with pytest.raises(InputError, match="bad options"):
+        make_quantizer("vq", 8, 64, no_such_option=1)
+    with pytest.raises(InputError, match="dimension"):
+        nearest_code(torch.randn(3, 4), torch.randn(5, 3))
+    q = make_quantizer("asvq", 8, 64)
+    with pytest.raises(InputError, match="indices must lie"):
+        q.decode(torch.tensor([64]))
+    with pytest.raises(InputError, match="latent dim"):
+        mlp_autoencoder(64, q, dim=16)
+    x = np.zeros((10, 4), dtype=np.float32)
+    bad = x.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(InputError, match="train contains NaN"):
+        train_autoencoder(bad, x, steps=1)
+    with pytest.raises(InputError, match="features"):
+        train_autoencoder(x, x[:, :3], steps=1)
