@@ -1,0 +1,8 @@
+import os
+
+# Triton kernels are tested on CPU through the interpreter; it must be chosen before triton is imported.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch
+
+torch.set_num_threads(1)
