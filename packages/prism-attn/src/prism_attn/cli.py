@@ -225,7 +225,12 @@ def _reproduce(args: argparse.Namespace) -> None:
     for n in args.loss_lengths:
         curves = loss_curves(model, n, base=base)
         result["testbed_loss"].append(curves)
-        print(f"mean attention loss on {args.model} attention at n = {n} (layers 1-3; layer 0 is dense):")
+        n_layers = model.config.num_hidden_layers
+        dense = sorted(d % n_layers for d in base.dense_layers)
+        print(
+            f"mean attention loss on {args.model} attention at n = {n} "
+            f"(sparse layers of {n_layers}; dense: {', '.join(map(str, dense)) or 'none'}):"
+        )
         print(_table(header, rows_of(curves)))
         methods = ("oracle", "prism", "static", "quest")
         errs = [[r["n"], r["kappa"], *(r["output_rel_error"][m] for m in methods)] for r in curves["rows"]]
