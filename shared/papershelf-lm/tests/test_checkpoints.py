@@ -11,7 +11,7 @@ from papershelf_lm.evaluate import task_accuracy
 from papershelf_lm.model import CHECKPOINTS, get_preset
 from papershelf_lm.tasks import generate
 
-SHIPPED = ["tiny-s"]
+SHIPPED = ["tiny-s", "tiny-m"]
 
 
 def test_the_checkpoints_ship_inside_the_package_within_the_size_budget():

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from papershelf_lm import tasks
 from papershelf_lm.corpus import corpus_bytes, corpus_files
@@ -27,6 +27,9 @@ def test_bytes_round_trip_losslessly(data):
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=200))
 def test_transformers_tokenizer_round_trips_text_as_bytes(text):
+    # marker strings written in text ("<bos>", "<key>", ...) are parsed as their special tokens, the
+    # transformers convention (test_special_tokens_and_save_load_offline); every other text is its bytes
+    assume(not any(marker in text for marker in SPECIAL_IDS))
     ids = TOKENIZER(text, add_special_tokens=False)["input_ids"]
     assert ids == encode_text(text)
     assert TOKENIZER.decode(ids) == text
