@@ -7,12 +7,26 @@ RUN := $(UV) run --no-sync
 PYTEST_WORKERS ?= 2
 PACKAGES := $(notdir $(wildcard packages/*))
 
-.PHONY: help setup test-all test demo lint format build bench bench-report docs new release check-dist clean
+.PHONY: help system-deps setup test-all test demo lint format build bench bench-report docs new release check-dist clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-setup:  ## install uv if missing, then the whole workspace from uv.lock into .venv
+# Debian packages the speech testbed's corpus builder needs (text-to-speech engines). Installed when
+# missing and we can (root + apt-get); otherwise the builder names them and the tests that need them skip.
+SYSTEM_PACKAGES := espeak-ng flite
+
+system-deps:  ## install the Debian packages the speech testbed uses, where missing and possible
+	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing$$missing"; (apt-get install -y -qq $$missing >/dev/null 2>&1 \
+				|| { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null; }) \
+				|| echo "warning: could not install$$missing"; \
+		else echo "note: missing$$missing (apt-get install$$missing); the speech corpus tests will skip"; fi; \
+	fi
+
+setup: system-deps  ## install uv if missing, then the whole workspace from uv.lock into .venv
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv \
 		|| python3 -m pip install --quiet --user uv || python3 -m pip install --quiet --break-system-packages uv
 	$(UV) sync --all-packages --locked
