@@ -37,6 +37,7 @@ def test_run_prints_scores_and_writes_json(tmp_path, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "parent R²" in text and "AUC" in text
+    assert "child a: lengthscale / outputscale / noise" in text and "parent noise" in text
     data = json.loads(out.read_text())
     assert data["problem"] == "additive2d" and len(data["run"]["y"]) == 5
     assert data["run"]["n_queries"] == [3, 4, 5]

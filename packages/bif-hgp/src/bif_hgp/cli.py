@@ -20,7 +20,7 @@ app = App(
     "BIF: hierarchical GP Bayesian optimisation with bottom-up priors and top-down soft decomposition.",
 )
 
-METHOD_CHOICES = ("bif", "bif-scaled", "bottomup", "vanilla", "single", "random")
+METHOD_CHOICES = ("bif", "bif-paper-init", "bif-scaled", "bottomup", "vanilla", "single", "random")
 PROBLEM_CHOICES = ("additive2d", "additive3d", "multiplicative2d", "nonadditive3d", "transfer2d", "hpo")
 
 
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> None:
         args.problem, seed=args.seed, noise=check_number("--noise", args.noise, low=0), grid=args.grid
     )
     opts: dict[str, Any] = {"n_init": n_init, "kappa": args.kappa}
-    if args.method in ("bif", "bif-scaled", "bottomup"):
+    if args.method in ("bif", "bif-paper-init", "bif-scaled", "bottomup"):
         opts.update(gamma=args.gamma, acquisition=args.acquisition, child_acquisition=args.child_acquisition)
     res = run_method(problem, args.method, budget, seed=args.seed, **opts)
     s = summarise(res)
@@ -101,6 +101,19 @@ def _run(args: argparse.Namespace) -> None:
         ["AUC (paper, ×100)", _fmt(s["auc"], 1)],
         ["seconds", _fmt(s["seconds"], 1)],
     ]
+    model = res.model
+    if hasattr(model, "parent") and hasattr(model, "children"):  # the hierarchy's learned state
+        for name, child in model.children.items():
+            hp = child.hyperparameters()
+            rows.append(
+                [
+                    f"child {name}: lengthscale / outputscale / noise",
+                    f"{_fmt(float(hp['lengthscale'].flatten()[0]))} / {_fmt(float(hp['outputscale']))} / "
+                    f"{_fmt(float(child.gp.likelihood.noise.detach()))}",
+                ]
+            )
+        noise = float(model.parent.likelihood.noise.detach())
+        rows.append(["parent noise (standardised units)", _fmt(noise)])
     print(_table(rows, ["metric", "value"]))
     if out is not None:
         atomic_write_json(
@@ -225,7 +238,7 @@ def _bench(args: argparse.Namespace) -> None:
     say = _say(args)
     block = compare(
         "additive2d",
-        methods=("bif", "bottomup", "vanilla", "single"),
+        methods=("bif", "bif-paper-init", "bottomup", "vanilla", "single"),
         seeds=range(seeds),
         budget=budget,
         grid=grid,
@@ -301,6 +314,26 @@ def _bench(args: argparse.Namespace) -> None:
             target=None,
         ),
     ]
+    for base, label in (("vanilla", "vanilla GP-UCB (BoTorch)"), ("single", "single GP, paper's recipe")):
+        for key, metric, wp in (
+            ("parent_r2", "parent R² (mean over seeds)", "p_parent_r2"),
+            ("auc", "paper AUC: exploration + parent R² + child R²", "p_auc"),
+        ):
+            recs.append(
+                record(
+                    **common,
+                    benchmark=f"paper-init-{key.replace('_', '-')}-vs-{base}",
+                    setting=setting,
+                    metric=metric,
+                    better="higher",
+                    candidate="bif, authors' start (no random parent queries)",
+                    candidate_value=m["bif-paper-init"][key],
+                    baseline=label,
+                    baseline_value=m[base][key],
+                    target=None,
+                    wilcoxon_p=agg[f"bif-paper-init/{base}"][wp],
+                )
+            )
     say(f"timing: {t_budget} BIF iterations on additive3d (16³ grid), BoTorch GP-UCB on the same run length")
     t_bif = time_run("additive3d", t_budget, method="bif")
     t_van = time_run("additive3d", t_budget, method="vanilla")

@@ -14,9 +14,11 @@ from bif_hgp.metrics import composite_auc, regret_auc
 from bif_hgp.model import BIF, BOResult, ChildGP
 from papershelf.errors import check_choice, check_int
 
-METHODS = ("bif", "bif-scaled", "bottomup", "vanilla", "single", "random")
+METHODS = ("bif", "bif-paper-init", "bif-scaled", "bottomup", "vanilla", "single", "random")
+HIERARCHICAL = ("bif", "bif-paper-init", "bif-scaled", "bottomup")
 LABELS = {
     "bif": "BIF",
+    "bif-paper-init": "BIF, authors' start (prior-map argmax, no random parent queries)",
     "bif-scaled": "BIF, scaled prior mean",
     "bottomup": "bottom-up only (no top-down)",
     "vanilla": "vanilla GP-UCB (BoTorch)",
@@ -33,11 +35,20 @@ def limit_threads() -> None:
 
 
 def make_method(name: str, problem: Problem, **opts: Any) -> Any:
-    """A configured optimiser for ``problem``: ``bif``, ``bottomup``, ``vanilla`` or ``random``."""
+    """A configured optimiser for ``problem``, one of :data:`METHODS`.
+
+    ``bif-paper-init`` is BIF started as in the authors' experiment code: no random parent queries
+    (``n_init=0``), so its first query is the argmax of the prior map built from the children's direct
+    observations; every other method starts from the shared random initial design (``n_init``, 3).
+    """
     check_choice("method", name, METHODS)
     common = {"grid": problem.grid, "n_init": opts.pop("n_init", 3)}
     if name == "bif":
         return BIF(problem.composition, problem.bounds, **common, **opts)
+    if name == "bif-paper-init":
+        model = BIF(problem.composition, problem.bounds, **{**common, "n_init": 0}, **opts)
+        model.method = "bif-paper-init"
+        return model
     if name == "bif-scaled":
         model = BIF(problem.composition, problem.bounds, prior="scaled", **common, **opts)
         model.method = "bif-scaled"
@@ -64,15 +75,20 @@ def run_method(
     """Run one method on one problem with the problem's truths attached for scoring."""
     opt = make_method(method, problem, **opts)
     kwargs: dict[str, Any] = {"truth": problem.truth, "child_truth": problem.child_truth, "seed": seed}
-    if method in ("bif", "bif-scaled", "bottomup"):
+    if method in HIERARCHICAL:
         kwargs["child_objectives"] = problem.child_objectives
         kwargs["pretrained"] = pretrained
     return opt.run(problem.objective, budget, **kwargs)
 
 
-def summarise(res: BOResult) -> dict[str, Any]:
-    """Final and area scores of one run."""
+def summarise(res: BOResult, start: int = 0) -> dict[str, Any]:
+    """Final and area scores of one run; the areas cover the states after ``start`` or more queries,
+    so that methods with different initial designs are compared over the same range."""
+    keep = np.asarray(res.n_queries) >= start
     child = res.mean_child_r2()
+    expl, parent, area_child = np.asarray(res.exploration), np.asarray(res.parent_r2), child
+    if expl.size:
+        expl, parent, area_child = expl[keep], parent[keep], child[keep]
     return {
         "parent_r2": float(res.parent_r2[-1]) if res.parent_r2 else None,
         "child_r2": float(child[-1]) if len(child) else None,
@@ -82,10 +98,8 @@ def summarise(res: BOResult) -> dict[str, Any]:
         else None,
         "exploration": float(res.exploration[-1]) if res.exploration else None,
         "best_y": float(res.best_y[-1]) if res.best_y else None,
-        "auc": composite_auc(np.asarray(res.exploration), np.asarray(res.parent_r2), child)
-        if res.exploration
-        else None,
-        "regret_auc": regret_auc(np.asarray(res.exploration)) if res.exploration else None,
+        "auc": composite_auc(expl, parent, area_child) if expl.size else None,
+        "regret_auc": regret_auc(expl) if expl.size else None,
         "seconds": res.seconds,
         "child_evaluations": res.child_evaluations,
     }
@@ -126,11 +140,12 @@ def compare(
     """Every method on ``problem_name`` for every seed (same seed → same noise and initial design)."""
     budget = check_int("budget", budget, low=1)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    start = int(opts.get("n_init", 3))  # the areas cover the same queries for every method
     for seed in seeds:
         for m in methods:
             problem = make_problem(problem_name, seed=seed, noise=noise, grid=grid)
             res = run_method(problem, m, budget, seed=seed, **dict(opts))
-            entry = summarise(res)
+            entry = summarise(res, start=start)
             entry["seed"] = int(seed)
             entry["curves"] = curves(res)
             runs[m].append(entry)
@@ -172,6 +187,16 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
         out["p_parent_r2"] = wilcoxon_p(vals("bif", "parent_r2"), vals("vanilla", "parent_r2"))
         out["p_auc"] = wilcoxon_p(vals("bif", "auc"), vals("vanilla", "auc"))
         out["p_regret_auc"] = wilcoxon_p(vals("vanilla", "regret_auc"), vals("bif", "regret_auc"))
+    for variant in ("bif-paper-init", "bif-scaled"):
+        for base in ("vanilla", "single"):
+            if variant in runs and base in runs:
+                out[f"{variant}/{base}"] = {
+                    "parent_r2_ratio": agg[variant]["parent_r2"] / agg[base]["parent_r2"],
+                    "auc_ratio": agg[variant]["auc"] / agg[base]["auc"],
+                    "regret_auc_ratio": agg[base]["regret_auc"] / agg[variant]["regret_auc"],
+                    "p_parent_r2": wilcoxon_p(vals(variant, "parent_r2"), vals(base, "parent_r2")),
+                    "p_auc": wilcoxon_p(vals(variant, "auc"), vals(base, "auc")),
+                }
     if "bif" in runs and "bottomup" in runs:
         out["child_r2_drop"] = 1.0 - agg["bottomup"]["child_r2"] / agg["bif"]["child_r2"]
         out["p_child_r2"] = wilcoxon_p(vals("bif", "child_r2"), vals("bottomup", "child_r2"))
@@ -229,7 +254,7 @@ def time_run(problem_name: str = "additive3d", budget: int = 60, seed: int = 0, 
     problem = make_problem(problem_name, seed=seed)
     opt = make_method(method, problem)
     kwargs: dict[str, Any] = {"seed": seed}
-    if method in ("bif", "bottomup"):
+    if method in HIERARCHICAL:
         kwargs["child_objectives"] = problem.child_objectives
     start = time.perf_counter()
     opt.run(problem.objective, budget, **kwargs)
