@@ -1,0 +1,406 @@
+"""The ``compact-attn`` command line: ``demo``, ``bench``, ``reproduce`` and ``eval --model PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from compact_attn import __version__
+from papershelf.cli import App, arg
+from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
+
+app = App(
+    "compact-attn",
+    __version__,
+    "CompactAttention (block-union KV selection for chunked prefill) and its baselines.",
+)
+
+SEL_ARGS = [
+    arg("--budget", type=float, default=0.25, help="fraction of the past KV cache kept (default 0.25)"),
+    arg("--block", type=int, default=64, help="page / KV-block size in tokens (default 64)"),
+    arg("--stride", type=int, default=8, help="antidiagonal stride (default 8)"),
+    arg("--chunk", type=int, default=512, help="prefill chunk in tokens (default 512)"),
+]
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(check_int("--threads", n, low=1))
+
+
+def _check_sel(args) -> None:
+    check_number("--budget", args.budget, low=0, high=1, low_open=True)
+    check_int("--block", args.block, low=1)
+    check_int("--stride", args.stride, low=1)
+    check_int("--chunk", args.chunk, low=1)
+    if args.block % args.stride:
+        raise InputError(f"--block ({args.block}) must be a multiple of --stride ({args.stride})")
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    def fmt(x):
+        return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+    cells = [header] + [[fmt(x) for x in r] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = ["  ".join(c[i].rjust(widths[i]) for i in range(len(header))) for c in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+METHOD_ORDER = ("compact-antidiag", "compact-meanpool", "quoka", "per-head-antidiag")
+
+
+# ---- demo ---------------------------------------------------------------------------------------------
+@app.command(
+    "demo",
+    help="a synthetic chunk with planted query-specific blocks: recall / error / KV read per method",
+    args=[arg("--n", type=int, default=4096, help="context length (default 4096)")],
+    common=("seed",),
+)
+def _demo(args: argparse.Namespace) -> None:
+    n = check_int("--n", args.n, low=1024, high=1 << 15)
+    import torch
+
+    from compact_attn.data import planted_chunk
+    from compact_attn.experiments import methods_for, recall_and_error
+
+    torch.set_num_threads(1)
+    chunk, block = 256, 16
+    q, k, v, truth = planted_chunk(n, chunk, block=block, needles=4, strength=12.0, seed=args.seed)
+    print(
+        f"one chunk of {chunk} queries at n = {n}; 8 query / 2 KV heads, d 32, blocks of {block}, budget 10%"
+    )
+    print("each query head has 4 planted past blocks that a random quarter of its queries attend to\n")
+    methods = methods_for(0.1, block=block, stride=4, n_queries=16)
+    res = recall_and_error(q, k, v, methods, block=block)
+    rows = []
+    for name in METHOD_ORDER:
+        m, r = methods[name], res[name]
+        if name.startswith("compact"):
+            t = m.last_tables.as_lists()
+            hit = [len(set(truth[h]) & set(t[h // 4])) / len(truth[h]) for h in range(8)]
+        elif name == "quoka":
+            idx = m.last_index
+            hit = [
+                len(set(truth[h]) & set((idx[h // 4] // block).tolist())) / len(truth[h]) for h in range(8)
+            ]
+        else:
+            hit = [float("nan")]
+        rows.append([name, r["recall"], r["rel_error"], r["kv_fraction"], sum(hit) / len(hit)])
+    rows.append(["dense", 1.0, 0.0, 1.0, 1.0])
+    print(_table(["method", "attn-mass recall", "out rel err", "KV fraction", "needle blocks kept"], rows))
+
+
+# ---- bench --------------------------------------------------------------------------------------------
+@app.command(
+    "bench",
+    help="CPU time of one chunk (512 q at 32K, 32/8 heads, d 128): dense vs CompactAttention, one run; "
+    "--accuracy adds testbed recall/error vs QUOKA",
+    args=[
+        arg("--n", type=int, default=32768, help="accumulated context (default 32768)"),
+        arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
+        arg("--repeat", type=int, default=3, help="interleaved timed rounds after one warm-up (default 3)"),
+        arg("--no-per-head", action="store_true", help="skip the (slow) per-head block-sparse baseline"),
+        arg("--accuracy", action="store_true", help="also recall/error on tiny-m attention at 8K and 16K"),
+        arg("--quick", action="store_true", help="tiny sizes in seconds, to prove the path works"),
+        *SEL_ARGS,
+    ],
+    common=("out",),
+)
+def _bench(args: argparse.Namespace) -> None:
+    from compact_attn.experiments import speed_chunk
+    from papershelf.bench import record, write_records
+
+    _check_sel(args)
+    _threads(args.threads)
+    repeat = check_int("--repeat", args.repeat, low=1)
+    if args.quick:
+        shape = dict(n=2048, chunk=128, heads=8, kv_heads=2, head_dim=64, block=32)
+        repeat = 1
+    else:
+        n = check_int("--n", args.n, low=args.chunk + 1, high=1 << 18)
+        shape = dict(n=n, chunk=args.chunk, heads=32, kv_heads=8, head_dim=128, block=args.block)
+    r = speed_chunk(
+        **shape, budget=args.budget, stride=args.stride, repeat=repeat, per_head=not args.no_per_head
+    )
+    med = r["median_s"]
+    print(
+        f"one chunk of {r['chunk']} queries at n = {r['n']}, {r['heads']} q / {r['kv_heads']} KV heads, "
+        f"d {r['head_dim']}, block {r['block']}, budget {args.budget:g}; {repeat} rounds, medians"
+    )
+    rows = [[m, med[m] * 1e3, r["kv_fraction"][m], r["speedup"][m]] for m in med]
+    print(_table(["method", "median ms", "KV fraction", f"speedup vs {r['dense']}"], rows))
+    setting = {k: r[k] for k in ("n", "chunk", "heads", "kv_heads", "head_dim", "block", "budget", "stride")}
+    setting["threads"] = args.threads
+    records = []
+    target = None if args.quick else 0.5
+    for m in med:
+        if m.startswith("dense"):
+            continue
+        records.append(
+            record(
+                package="compact-attn", version=__version__,
+                benchmark=f"chunk-attention-time-{r['n']}-{m}" + ("-quick" if args.quick else ""),
+                setting=setting, metric="attention time of one chunk incl. selection (s)", better="lower",
+                candidate=m, candidate_value=med[m], baseline=r["dense"], baseline_value=r["dense_s"],
+                repeats=repeat, target=target if m.startswith("compact") else None,
+                kv_fraction=r["kv_fraction"][m], all_medians_s=med,
+            )
+        )  # fmt: skip
+    for rec in records:
+        if rec["target"] is not None:
+            print(f"{rec['candidate']}: speedup {1 / rec['ratio']:.2f}x vs {rec['baseline']}, target >= 2x: "
+                  f"{'met' if rec['met'] else 'MISSED'}")  # fmt: skip
+    if args.accuracy and not args.quick:
+        records += _accuracy_records(args)
+    if args.out:
+        write_records(args.out, records)
+        print(f"wrote {args.out}")
+
+
+def _accuracy_records(args) -> list[dict]:
+    from compact_attn.experiments import need_testbed, testbed_curves
+    from papershelf.bench import record
+
+    lm = need_testbed()
+    model, _ = lm.load("tiny-m")
+    out = []
+    for n in (8192, 16384):
+        c = testbed_curves(model, n, [args.budget], chunk=args.chunk, block=args.block, stride=args.stride)
+        row = c["rows"][0]
+        setting = {"model": "tiny-m", "n": n, "chunk": args.chunk, "block": args.block, "budget": args.budget,
+                   "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"]}  # fmt: skip
+        for m in ("compact-antidiag", "compact-meanpool"):
+            for metric, better, target in (("recall", "higher", 1.05), ("rel_error", "lower", 0.7)):
+                rec = record(
+                    package="compact-attn", version=__version__, benchmark=f"testbed-{metric}-{n}-{m}",
+                    setting=setting, metric=f"attention-mass {metric}" if metric == "recall"
+                    else "relative error of the attention output", better=better, candidate=m,
+                    candidate_value=row[m][metric], baseline="quoka", baseline_value=row["quoka"][metric],
+                    repeats=1, target=target, per_head_value=row["per-head-antidiag"][metric],
+                    kv_fraction={k: row[k]["kv_fraction"] for k in METHOD_ORDER},
+                )  # fmt: skip
+                out.append(rec)
+                cv, bv, op = (
+                    rec["candidate_value"],
+                    rec["baseline_value"],
+                    ">=" if better == "higher" else "<=",
+                )
+                verdict = "met" if rec["met"] else "MISSED"
+                print(f"n={n} {m} {metric}: {cv:.4f} vs quoka {bv:.4f} (ratio {rec['ratio']:.3f}, ")
+                print(f"    target {op} {target}: {verdict})")
+    return out
+
+
+# ---- reproduce ----------------------------------------------------------------------------------------
+@app.command(
+    "reproduce",
+    help="recall/error vs KV budget on testbed attention, and RULER-like accuracy under chunked prefill",
+    args=[
+        arg("--model", default="tiny-m", help="testbed checkpoint for recall/error (default tiny-m)"),
+        arg("--task-model", default="tiny-s", help="testbed checkpoint for task accuracy (default tiny-s)"),
+        arg("--lengths", type=int, nargs="+", default=[8192, 16384], help="contexts for recall/error"),
+        arg("--budgets", type=float, nargs="+", default=[0.0625, 0.125, 0.25, 0.5]),
+        arg("--task-lengths", type=int, nargs="+", default=[1024, 2048, 4096]),
+        arg("--tasks", nargs="+", default=["passkey", "niah", "vartrack"]),
+        arg("--samples", type=int, default=10, help="task samples per cell (default 10)"),
+        arg("--chunks", type=int, default=1, help="last chunks scored per layer for recall (default 1)"),
+        arg("--threads", type=int, default=1),
+        arg("--plot", default=None, metavar="FILE.png", help="recall / error curves (needs matplotlib)"),
+        *SEL_ARGS,
+    ],
+    common=("out",),
+)
+def _reproduce(args: argparse.Namespace) -> None:
+    from compact_attn.experiments import need_testbed, task_accuracy, testbed_curves
+
+    lm = need_testbed()
+    _check_sel(args)
+    _threads(args.threads)
+    samples = check_int("--samples", args.samples, low=1)
+    for b in args.budgets:
+        check_number("--budgets", b, low=0, high=1, low_open=True)
+    for n in [*args.lengths, *args.task_lengths]:
+        check_int("lengths", n, low=args.chunk + 1, high=1 << 15)
+    from papershelf_lm.tasks import TASKS
+
+    for t in args.tasks:
+        if t not in TASKS:
+            raise InputError(f"--tasks must be among {', '.join(TASKS)}, got {t!r}")
+    started = time.time()
+    result: dict = {
+        "model": args.model, "task_model": args.task_model, "chunk": args.chunk, "block": args.block,
+        "stride": args.stride, "curves": [], "tasks": [],
+    }  # fmt: skip
+    model, _ = lm.load(args.model)
+    for n in args.lengths:
+        c = testbed_curves(
+            model,
+            n,
+            args.budgets,
+            chunk=args.chunk,
+            block=args.block,
+            stride=args.stride,
+            chunks_per_sample=check_int("--chunks", args.chunks, low=1, high=n // args.chunk),
+        )
+        result["curves"].append(c)
+        last = c["chunks_per_sample"]
+        print(f"{args.model} attention, n = {n}, last {last} chunks of {args.chunk} in each ")
+        print(f"of {c['layers']} layers (block {args.block}):")
+        rows = []
+        for row in c["rows"]:
+            rec = [row[m]["recall"] for m in METHOD_ORDER]
+            err = [row[m]["rel_error"] for m in METHOD_ORDER]
+            frac = row["compact-antidiag"]["kv_fraction"]
+            rows.append([row["budget"], frac, *rec, *err])
+        hdr = (
+            ["budget", "KV read"] + [f"recall {m}" for m in METHOD_ORDER] + [f"err {m}" for m in METHOD_ORDER]
+        )
+        print(_table(hdr, rows) + "\n")
+    from compact_attn.baselines import DenseAttention, QuokaAttention
+    from compact_attn.compact import CompactAttention
+    from compact_attn.selectors import make_selector
+
+    tmodel, _ = lm.load(args.task_model)
+    factories = {
+        "dense": lambda: DenseAttention(),
+        "compact-antidiag": lambda: CompactAttention(make_selector("antidiagonal", stride=args.stride,
+                                                                   budget=args.budget)),
+        "compact-meanpool": lambda: CompactAttention(make_selector("meanpool", budget=args.budget)),
+        "quoka": lambda: QuokaAttention(args.budget),
+    }  # fmt: skip
+    rows = []
+    for task in args.tasks:
+        for n in args.task_lengths:
+            acc = task_accuracy(
+                tmodel, task, n, factories, chunk=args.chunk, block=args.block, samples=samples
+            )
+            result["tasks"].append({"task": task, "n": n, "samples": samples, **acc})
+            rows.append([task, n, *(acc[m] for m in factories)])
+            print(f"  {task} n={n}: " + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()), flush=True)
+    setup = f"chunk {args.chunk}, block {args.block}, budget {args.budget:g}"
+    print(f"\n{args.task_model}, chunked prefill ({setup}), greedy accuracy over {samples} held-out samples:")
+    print(_table(["task", "n", *factories], rows))
+    result["seconds"] = time.time() - started
+    if args.plot:
+        _plot(result, args.plot)
+    if args.out:
+        from papershelf.repro import atomic_write_json, run_manifest
+
+        atomic_write_json(args.out, {**result, "manifest": run_manifest()})
+        print(f"wrote {args.out}")
+
+
+def _plot(result: dict, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("matplotlib", package="compact-attn", extra="plots") from None
+    from papershelf.repro import atomic_path
+
+    curves = result["curves"]
+    fig, axes = plt.subplots(2, len(curves), figsize=(4.2 * len(curves), 6), squeeze=False)
+    for i, c in enumerate(curves):
+        for m in METHOD_ORDER:
+            xs = [r["budget"] for r in c["rows"]]
+            axes[0][i].plot(xs, [r[m]["recall"] for r in c["rows"]], marker="o", label=m)
+            axes[1][i].plot(xs, [r[m]["rel_error"] for r in c["rows"]], marker="o", label=m)
+        axes[0][i].set_title(f"{result['model']} n={c['n']}")
+        axes[1][i].set_xlabel("KV budget (fraction of the past)")
+        for ax in (axes[0][i], axes[1][i]):
+            ax.set_xscale("log", base=2)
+    axes[0][0].set_ylabel("attention-mass recall")
+    axes[1][0].set_ylabel("output relative error")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path, mode="wb") as tmp:
+        fig.savefig(tmp, format="png")
+    print(f"wrote {path}")
+
+
+# ---- eval ---------------------------------------------------------------------------------------------
+@app.command(
+    "eval",
+    help="prefill a prompt with your local HF model in chunks: dense vs CompactAttention logits and tokens",
+    args=[
+        arg(
+            "--model", required=True, metavar="PATH", help="a local Hugging Face model folder (Llama family)"
+        ),
+        arg("--prompt-file", default=None, metavar="FILE.txt", help="UTF-8 prompt (default: built-in text)"),
+        arg("--new-tokens", type=int, default=16),
+        arg(
+            "--max-tokens", type=int, default=None, help="truncate the prompt (default: the model's context)"
+        ),
+        arg("--selector", choices=["antidiagonal", "meanpool"], default="antidiagonal"),
+        arg("--threads", type=int, default=1),
+        *SEL_ARGS,
+    ],
+)
+def _eval(args: argparse.Namespace) -> None:
+    path = Path(args.model)
+    if not path.is_dir():
+        raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
+    if args.prompt_file is not None and not Path(args.prompt_file).is_file():
+        raise InputError(f"--prompt-file {args.prompt_file!r} does not exist")
+    _check_sel(args)
+    new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
+    _threads(args.threads)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from compact_attn.baselines import DenseAttention
+    from compact_attn.compact import CompactAttention
+    from compact_attn.hf import ChunkedPrefill
+    from compact_attn.selectors import make_selector
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
+    model.eval()
+    if args.prompt_file is not None:
+        text = Path(args.prompt_file).read_text(encoding="utf-8")
+    else:
+        text = (Path(__file__).resolve().parent / "selectors.py").read_text(encoding="utf-8") * 2
+    limit = args.max_tokens or getattr(model.config, "max_position_embeddings", 8192)
+    ids = tok(text, return_tensors="pt").input_ids[:, : check_int("--max-tokens", limit, low=1)]
+    if ids.shape[1] == 0:
+        raise InputError(f"--prompt-file {args.prompt_file!r} is empty")
+    kw = {"stride": args.stride} if args.selector == "antidiagonal" else {}
+    compact = CompactAttention(make_selector(args.selector, budget=args.budget, **kw))
+    t0 = time.perf_counter()
+    dense_run = ChunkedPrefill(model, DenseAttention(), chunk=args.chunk, page_size=args.block)
+    dense_logits = dense_run.prefill(ids)
+    t1 = time.perf_counter()
+    run = ChunkedPrefill(model, compact, chunk=args.chunk, page_size=args.block)
+    logits = run.prefill(ids)
+    t2 = time.perf_counter()
+    rel = float((logits - dense_logits).norm() / dense_logits.norm())
+    agree = float((logits.argmax(-1) == dense_logits.argmax(-1)).float().mean())
+    kv = sum(run.fractions) / max(1, len(run.fractions))
+    print(f"prompt {ids.shape[1]} tokens, chunk {args.chunk}, block {args.block}, {args.selector} budget "
+          f"{args.budget:g}: mean KV fraction read {kv:.3f}")  # fmt: skip
+    print(f"prefill: dense (SDPA) {t1 - t0:.2f} s, compact {t2 - t1:.2f} s; logits rel. error {rel:.4f}; "
+          f"next-token argmax agreement {agree:.4f}")  # fmt: skip
+    with torch.no_grad():
+        d = ChunkedPrefill(model, DenseAttention(), chunk=args.chunk, page_size=args.block).generate(ids, new)
+        c = ChunkedPrefill(model, compact, chunk=args.chunk, page_size=args.block).generate(ids, new)
+    same = int((d[0] == c[0]).cumprod(0).sum())
+    print(f"dense  : {tok.decode(d[0])!r}")
+    print(f"compact: {tok.decode(c[0])!r}")
+    print(f"identical leading tokens: {same} / {new}")
+
+
+def main(argv=None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,71 @@
+"""CompactAttention: select (any block selector) → block-union tables → paged attention in place."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compact_attn.paged import PagedKVCache, paged_attention
+from compact_attn.selectors import AntidiagonalSelector
+from compact_attn.tables import BlockTables, block_union_tables, check_group, own_blocks
+from papershelf.errors import InputError
+
+
+def chunk_context(q: torch.Tensor, cache: PagedKVCache, layer: int) -> tuple[int, int]:
+    """(offset, N) of a chunk whose keys/values are already appended to ``cache``."""
+    if q.dim() != 3:
+        raise InputError(f"q must be (heads, T, head_dim), got shape {tuple(q.shape)}")
+    check_group(q.shape[0], cache.kv_heads)
+    N = cache.lengths[layer]
+    T = q.shape[1]
+    if N < T or T < 1:
+        raise InputError(
+            f"append the chunk's keys/values to the cache first: cache holds {N} tokens, chunk has {T}"
+        )
+    return N - T, N
+
+
+class CompactAttention:
+    """Block-Union KV Selection for one chunk.
+
+    ``selector``: any callable ``(q, k, *, offset, block, key_means) -> bool (H, Qb, Kb)`` (default
+    :class:`AntidiagonalSelector` with a 25% budget); ``backend``: "torch" or "triton" (the paged kernel).
+    After each :meth:`attend`, ``last_tables`` holds the tables and ``last_fraction`` the fraction of the
+    context's KV blocks each table reads (mean over KV heads)."""
+
+    name = "compact"
+
+    def __init__(self, selector=None, *, backend: str = "torch") -> None:
+        self.selector = AntidiagonalSelector() if selector is None else selector
+        if backend not in ("torch", "triton"):
+            raise InputError(f"backend must be 'torch' or 'triton', got {backend!r}")
+        self.backend = backend
+        self.last_tables: BlockTables | None = None
+        self.last_fraction = float("nan")
+
+    def tables(self, q: torch.Tensor, cache: PagedKVCache, layer: int) -> BlockTables:
+        offset, _N = chunk_context(q, cache, layer)
+        B = cache.page_size
+        keys = cache.logical_keys(layer)
+        means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
+        masks = self.selector(q, keys, offset=offset, block=B, key_means=means)
+        G = q.shape[0] // cache.kv_heads
+        return block_union_tables(
+            masks,
+            G,
+            own=own_blocks(offset, q.shape[1], B),
+            page_table=cache.page_table,
+            num_pages=cache.num_pages,
+        )
+
+    def attend(self, q: torch.Tensor, cache: PagedKVCache, layer: int = 0, scaling=None) -> torch.Tensor:
+        """o (H, T, D) for the chunk q (H, T, D) whose k/v were just appended to ``cache``."""
+        offset, N = chunk_context(q, cache, layer)
+        tables = self.tables(q, cache, layer)
+        self.last_tables = tables
+        self.last_fraction = float(tables.lengths.double().mean()) / math.ceil(N / cache.page_size)
+        return paged_attention(
+            q, cache.k[layer], cache.v[layer], tables, offset=offset, seq_len=N, scaling=scaling,
+            backend=self.backend,
+        )  # fmt: skip

@@ -1,0 +1,115 @@
+"""transformers integration: prefill any Llama-family model in chunks over a paged KV cache, with
+CompactAttention (or a baseline) as the attention of every layer.
+
+Each chunk runs ``model(input_ids=chunk, position_ids=…, use_cache=False)``; the registered attention
+function (``transformers.AttentionInterface``) appends the layer's post-RoPE keys/values to the paged
+cache and attends the chunk's queries over it with ``method.attend``. The paged cache is the only KV
+store; the causal mask transformers builds for the chunk alone is ignored (causality comes from the
+cache positions). Batch size 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+from contextlib import contextmanager
+
+import torch
+
+from compact_attn.paged import PagedKVCache
+from compact_attn.prefill import chunk_spans
+from papershelf.errors import InputError, check_int
+
+_names = itertools.count()
+
+
+def _model_dims(model) -> tuple[int, int, int, int]:
+    cfg = model.config
+    heads = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return cfg.num_hidden_layers, heads, kv, head_dim
+
+
+@contextmanager
+def _routed(model, fn):
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    name = f"compact_attn_{next(_names)}"
+    AttentionInterface.register(name, fn)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+class ChunkedPrefill:
+    """Chunked prefill of a transformers causal LM with ``method`` (an object with
+    ``attend(q, cache, layer, scaling)``, e.g. :class:`CompactAttention`).
+
+    >>> # runner = ChunkedPrefill(model, CompactAttention(), chunk=512, page_size=64)
+    >>> # logits = runner.prefill(ids)            # (1, N, vocab), every layer chunked and paged
+    """
+
+    def __init__(self, model, method, *, chunk: int = 512, page_size: int = 64,
+                 allocation: str = "sequential") -> None:  # fmt: skip
+        self.model = model
+        self.method = method
+        self.chunk = check_int("chunk", chunk, low=1)
+        self.page_size = check_int("page_size", page_size, low=1)
+        self.allocation = allocation
+        self.cache: PagedKVCache | None = None
+        self.fractions: list[float] = []
+        self.calls = 0
+
+    def _attention(self, module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kw):
+        if query.shape[0] != 1:
+            raise InputError(f"ChunkedPrefill runs batch size 1, got {query.shape[0]}")
+        layer = module.layer_idx
+        self.cache.append(layer, key[0], value[0])
+        out = self.method.attend(query[0], self.cache, layer, scaling)
+        self.fractions.append(float(self.method.last_fraction))
+        self.calls += 1
+        return out.transpose(0, 1)[None].contiguous(), None
+
+    def _run(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        pos = torch.arange(start, start + ids.shape[1])[None]
+        return self.model(input_ids=ids, position_ids=pos, use_cache=False).logits
+
+    def prefill(self, input_ids, *, extra_tokens: int = 0) -> torch.Tensor:
+        """Logits (1, N, vocab) of ``input_ids`` (1, N), computed chunk by chunk; the cache keeps room
+        for ``extra_tokens`` more (see :meth:`generate`)."""
+        ids = torch.as_tensor(input_ids)
+        if ids.dim() == 1:
+            ids = ids[None]
+        if ids.dim() != 2 or ids.shape[0] != 1:
+            raise InputError(f"input_ids must be (1, N) (batch size 1), got shape {tuple(ids.shape)}")
+        N = ids.shape[1]
+        if N == 0:
+            raise InputError("input_ids is empty: nothing to prefill")
+        layers, _heads, kv, hd = _model_dims(self.model)
+        dtype = next(self.model.parameters()).dtype
+        self.cache = PagedKVCache.for_length(N + extra_tokens, self.page_size, kv, hd, layers=layers,
+                                             dtype=dtype, allocation=self.allocation)  # fmt: skip
+        self.fractions = []
+        logits = []
+        with _routed(self.model, self._attention), torch.no_grad():
+            for s, e in chunk_spans(N, self.chunk):
+                logits.append(self._run(ids[:, s:e], s))
+        return torch.cat(logits, 1)
+
+    def generate(self, input_ids, max_new_tokens: int) -> torch.Tensor:
+        """Greedy continuation (1, new): chunked prefill, then one token per step over the same cache."""
+        new = check_int("max_new_tokens", max_new_tokens, low=1)
+        logits = self.prefill(input_ids, extra_tokens=new)
+        n = logits.shape[1]
+        tok = logits[:, -1].argmax(-1, keepdim=True)
+        out = [tok]
+        with _routed(self.model, self._attention), torch.no_grad():
+            for i in range(new - 1):
+                tok = self._run(tok, n + i)[:, -1].argmax(-1, keepdim=True)
+                out.append(tok)
+        return torch.cat(out, 1)

@@ -1,0 +1,206 @@
+"""Block-mask selectors for a query chunk against the accumulated KV cache.
+
+Interface: a selector is any callable ``selector(q, k, *, offset, block, key_means=None)`` returning a
+bool mask (H, Qb, Kb): q (H, T, D) is the chunk (absolute positions offset … offset+T-1), k (H_kv, N, D)
+the cache in token order (N = offset + T), Qb = ⌈T/B⌉ chunk-relative Q-blocks, Kb = ⌈N/B⌉ KV blocks.
+:class:`FixedMask` wraps a user's mask; :class:`BlockSelector` subclasses only define ``scores`` (a
+non-negative block-probability estimate per (head, Q-block, KV-block) row) and inherit the mask policy:
+
+* ``threshold=τ`` (XAttention): each row keeps the fewest highest-scoring blocks whose estimated mass
+  reaches τ of the row's total;
+* ``budget=β`` (a fraction of the past KV blocks — those before the chunk — or an int count): per KV
+  group g, the chunk's own blocks plus the ⌈β·past⌉ past blocks with the largest
+  max_{h∈G(g), b} P[h, b, j]; each row keeps the blocks of that set that reach the group's threshold
+  θ_g — so the *union* over the rows is exactly the budget set and every table holds own + ⌈β·past⌉
+  blocks (this is what "KV budget" means in the benchmarks; QUOKA gets ⌈β·past⌉ past tokens).
+
+Two training-free estimators: :class:`AntidiagonalSelector` (XAttention-style strided antidiagonal
+sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block, softmax).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compact_attn.tables import check_group, own_blocks
+from papershelf.errors import InputError
+
+
+def resolve_budget(budget, past_blocks: int) -> int:
+    """Past KV blocks kept per table (on top of the chunk's own blocks): ⌈β·past⌉ for a fraction
+    β ∈ (0, 1], β itself for an int count, at most ``past_blocks``."""
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        raise InputError(f"budget must be a fraction in (0, 1] or a positive block count, got {budget!r}")
+    if isinstance(budget, float):
+        if not 0 < budget <= 1:
+            raise InputError(f"budget as a fraction must lie in (0, 1], got {budget}")
+        keep = math.ceil(budget * past_blocks)
+    else:
+        if budget < 1:
+            raise InputError(f"budget as a block count must be >= 1, got {budget}")
+        keep = budget
+    return min(past_blocks, keep)
+
+
+def check_selector_inputs(q, k, offset: int, block: int) -> tuple[int, int, int]:
+    if q.dim() != 3 or k.dim() != 3 or q.shape[-1] != k.shape[-1]:
+        raise InputError("q must be (heads, T, D) and k (kv_heads, N, D) with the same D")
+    check_group(q.shape[0], k.shape[0])
+    if not isinstance(block, int) or block < 1:
+        raise InputError(f"block must be a positive integer, got {block!r}")
+    T, N = q.shape[1], k.shape[1]
+    if T < 1:
+        raise InputError("the query chunk is empty")
+    if offset < 0 or N != offset + T:
+        raise InputError(f"k must hold offset + T = {offset + T} tokens (the cache incl. the chunk), got {N}")
+    return T, math.ceil(T / block), math.ceil(N / block)
+
+
+def block_causal(T: int, offset: int, block: int, kv_blocks: int) -> torch.Tensor:
+    """Bool (Qb, Kb): KV block j holds a key visible to some query of chunk-relative Q-block b."""
+    qb = math.ceil(T / block)
+    last = offset + torch.minimum(torch.arange(1, qb + 1) * block, torch.tensor(T)) - 1
+    return (torch.arange(kv_blocks)[None, :] * block) <= last[:, None]
+
+
+class BlockSelector:
+    """Base class: subclasses implement :meth:`scores`; the mask policy (threshold or budget) is here."""
+
+    def __init__(self, *, budget=0.25, threshold: float | None = None) -> None:
+        if threshold is not None:
+            if not 0 < float(threshold) <= 1:
+                raise InputError(f"threshold must lie in (0, 1], got {threshold}")
+            budget = None
+        elif budget is None:
+            raise InputError("give a budget or a threshold")
+        self.budget = budget
+        self.threshold = threshold
+
+    def scores(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        T, _Qb, _Kb = check_selector_inputs(q, k, offset, block)
+        P = self.scores(q, k, offset=offset, block=block, key_means=key_means)
+        return self.mask_from_scores(P, k.shape[0], offset=offset, T=T, block=block)
+
+    def mask_from_scores(self, P, kv_heads: int, *, offset: int, T: int, block: int) -> torch.Tensor:
+        H, Qb, Kb = P.shape
+        G = H // kv_heads
+        if self.threshold is not None:
+            vals, order = P.sort(-1, descending=True)
+            csum = vals.cumsum(-1)
+            total = csum[..., -1:]
+            # keep entry i iff the mass before it has not yet reached τ·total
+            keep_sorted = (csum - vals) < self.threshold * total
+            mask = torch.zeros_like(keep_sorted)
+            mask.scatter_(-1, order, keep_sorted)
+            return mask & (P > 0)
+        own = own_blocks(offset, T, block)
+        keep = len(own) + resolve_budget(self.budget, own.start)
+        rowmax = P.reshape(kv_heads, G * Qb, Kb).amax(1).clone()
+        rowmax[:, own.start : own.stop] = float("inf")
+        top = rowmax.topk(keep, dim=-1)
+        chosen = torch.zeros(kv_heads, Kb, dtype=torch.bool)
+        chosen.scatter_(1, top.indices, True)
+        theta = top.values[:, -1:]  # the group's threshold
+        mask = (P.reshape(kv_heads, G, Qb, Kb) >= theta[:, None, None, :]) & chosen[:, None, None, :]
+        return mask.reshape(H, Qb, Kb)
+
+
+class MeanPoolSelector(BlockSelector):
+    """P[h, b, j] = softmax_j(mean(q of Q-block b) · mean(k of KV block j) · scaling) over the KV blocks
+    visible to Q-block b. ``key_means`` (H_kv, Kb, D), e.g. :meth:`PagedKVCache.block_means`, saves the
+    pass over the keys."""
+
+    name = "meanpool"
+
+    def scores(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        T, Qb, Kb = check_selector_inputs(q, k, offset, block)
+        H, _, D = q.shape
+        Hkv = k.shape[0]
+        G = H // Hkv
+        qp = torch.nn.functional.pad(q, (0, 0, 0, Qb * block - T)).view(H, Qb, block, D).sum(2)
+        counts = torch.full((Qb,), float(block), dtype=q.dtype)
+        counts[-1] = T - (Qb - 1) * block
+        qm = qp / counts[None, :, None]
+        if key_means is None:
+            N = k.shape[1]
+            kp = torch.nn.functional.pad(k, (0, 0, 0, Kb * block - N)).view(Hkv, Kb, block, D).sum(2)
+            kc = torch.full((Kb,), float(block), dtype=k.dtype)
+            kc[-1] = N - (Kb - 1) * block
+            key_means = kp / kc[None, :, None]
+        elif key_means.shape != (Hkv, Kb, D):
+            raise InputError(f"key_means must be {(Hkv, Kb, D)}, got {tuple(key_means.shape)}")
+        s = (qm.reshape(Hkv, G * Qb, D) @ key_means.to(q.dtype).transpose(1, 2)) / math.sqrt(D)
+        s = s.view(H, Qb, Kb).masked_fill(~block_causal(T, offset, block, Kb)[None], float("-inf"))
+        return torch.softmax(s, -1)
+
+
+class AntidiagonalSelector(BlockSelector):
+    """XAttention-style estimate: with stride S, the strided query row r = concat_j q[rS + S-1-j] and
+    key column c = concat_j k[cS + j] score Σ_j q[rS+S-1-j]·k[cS+j] (an antidiagonal of the S×S tile);
+    softmax over the visible columns (scaling 1/(√D·S)), then summed over each B×B block and averaged
+    over the rows of the Q-block. Needs block % stride == 0."""
+
+    name = "antidiagonal"
+
+    def __init__(self, *, stride: int = 8, budget=0.25, threshold: float | None = None) -> None:
+        super().__init__(budget=budget, threshold=threshold)
+        if not isinstance(stride, int) or stride < 1:
+            raise InputError(f"stride must be a positive integer, got {stride!r}")
+        self.stride = stride
+
+    def scores(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        T, Qb, Kb = check_selector_inputs(q, k, offset, block)
+        S = self.stride
+        if block % S:
+            raise InputError(f"block ({block}) must be a multiple of the antidiagonal stride ({S})")
+        H, _, D = q.shape
+        Hkv, N, _ = k.shape
+        G = H // Hkv
+        R, C = math.ceil(T / S), math.ceil(N / S)
+        qs = torch.nn.functional.pad(q, (0, 0, 0, R * S - T)).view(H, R, S, D).flip(2).reshape(H, R, S * D)
+        ks = torch.nn.functional.pad(k, (0, 0, 0, C * S - N)).reshape(Hkv, C, S * D)
+        s = (qs.reshape(Hkv, G * R, S * D) @ ks.transpose(1, 2)).view(H, R, C)
+        s.mul_(1.0 / (math.sqrt(D) * S))
+        last_q = offset + torch.minimum((torch.arange(R) + 1) * S, torch.tensor(T)) - 1
+        visible = (torch.arange(C)[None, :] * S) <= last_q[:, None]
+        s.masked_fill_(~visible[None], float("-inf"))
+        p = torch.softmax(s, -1)
+        per = block // S
+        p = torch.nn.functional.pad(p, (0, Kb * per - C)).view(H, R, Kb, per).sum(-1)  # (H, R, Kb)
+        p = torch.nn.functional.pad(p, (0, 0, 0, Qb * per - R)).view(H, Qb, per, Kb).sum(2)
+        rows = torch.full((Qb,), float(per), dtype=p.dtype)
+        rows[-1] = R - (Qb - 1) * per
+        return p / rows[None, :, None]
+
+
+class FixedMask:
+    """Plug a precomputed mask (bool (H, Qb, Kb)) or a function ``f(q, k, offset, block) -> mask`` into
+    the selector interface."""
+
+    name = "fixed"
+
+    def __init__(self, mask_or_fn) -> None:
+        self.mask_or_fn = mask_or_fn
+
+    def __call__(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        _T, Qb, Kb = check_selector_inputs(q, k, offset, block)
+        m = self.mask_or_fn(q, k, offset, block) if callable(self.mask_or_fn) else self.mask_or_fn
+        m = torch.as_tensor(m)
+        if m.dtype != torch.bool or tuple(m.shape) != (q.shape[0], Qb, Kb):
+            raise InputError(f"a selector must return a bool mask of shape {(q.shape[0], Qb, Kb)}, "
+                             f"got {m.dtype} {tuple(m.shape)}")  # fmt: skip
+        return m
+
+
+SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector}
+
+
+def make_selector(name: str, **kw) -> BlockSelector:
+    if name not in SELECTORS:
+        raise InputError(f"selector must be one of {', '.join(SELECTORS)}, got {name!r}")
+    return SELECTORS[name](**kw)

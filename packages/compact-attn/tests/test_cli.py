@@ -1,0 +1,58 @@
+"""The CLI through main(argv), one subprocess smoke test, and one-line errors with exit code 2."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from compact_attn.cli import main
+
+
+def test_demo_prints_the_table(capsys):
+    assert main(["demo", "--n", "1024"]) == 0
+    out = capsys.readouterr().out
+    for word in ("compact-antidiag", "compact-meanpool", "quoka", "per-head", "dense", "recall"):
+        assert word in out
+
+
+def test_bench_quick_writes_records(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["bench", "--quick", "--no-per-head", "--out", str(out)]) == 0
+    recs = json.loads(out.read_text())
+    names = {r["candidate"] for r in recs}
+    assert {"compact-antidiag", "compact-meanpool", "quoka"} <= names
+    assert all(r["baseline"].startswith("dense") for r in recs)
+    assert "speedup" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, word",
+    [
+        (["demo", "--n", "10"], "--n"),
+        (["bench", "--quick", "--budget", "0"], "--budget"),
+        (["bench", "--quick", "--block", "60"], "--stride"),
+        (["bench", "--quick", "--threads", "0"], "--threads"),
+        (["eval", "--model", "/no/such/folder"], "--model"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):
+    out = tmp_path / "never.json"
+    assert main([*argv, "--out", str(out)] if argv[0] == "bench" else argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and word in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_eval_needs_an_existing_prompt_file(tmp_path, capsys):
+    assert main(["eval", "--model", str(tmp_path), "--prompt-file", str(tmp_path / "none.txt")]) == 2
+    assert "--prompt-file" in capsys.readouterr().err
+
+
+def test_subprocess_error_exit_code():
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
+    cmd = [sys.executable, "-m", "compact_attn.cli"]
+    bad = subprocess.run([*cmd, "demo", "--n", "3"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --n")

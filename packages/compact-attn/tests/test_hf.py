@@ -1,0 +1,55 @@
+"""transformers integration on the testbed model: chunked prefill over the paged cache."""
+
+import pytest
+import torch
+
+papershelf_lm = pytest.importorskip("papershelf_lm")
+
+from compact_attn import (  # noqa: E402
+    AntidiagonalSelector,
+    ChunkedPrefill,
+    CompactAttention,
+    DenseAttention,
+    MeanPoolSelector,
+    QuokaAttention,
+)
+
+from papershelf.errors import InputError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_and_ids():
+    from papershelf_lm.tasks import generate
+
+    model, _ = papershelf_lm.load("tiny-s")
+    s = generate("passkey", 300, seed=3, split="validation")
+    return model, torch.from_numpy(s.ids)[None], s
+
+
+def test_chunked_dense_and_full_budget_compact_equal_the_model(model_and_ids):
+    model, ids, _ = model_and_ids
+    previous = model.config._attn_implementation
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+    for method in (DenseAttention(), CompactAttention(MeanPoolSelector(budget=1.0))):
+        runner = ChunkedPrefill(model, method, chunk=96, page_size=32, allocation="shuffled")
+        logits = runner.prefill(ids)
+        assert (logits - full).abs().max().item() < 1e-3
+        assert runner.calls == 4 * 4  # 4 chunks × 4 layers
+    assert model.config._attn_implementation == previous
+
+
+def test_sparse_prefill_reads_less_and_generates(model_and_ids):
+    model, ids, s = model_and_ids
+    prompt = ids[:, : s.prompt_length]
+    for method in (CompactAttention(AntidiagonalSelector(budget=0.25, stride=4)), QuokaAttention(0.25)):
+        runner = ChunkedPrefill(model, method, chunk=64, page_size=16)
+        out = runner.generate(prompt, 3)
+        assert out.shape == (1, 3)
+        assert min(runner.fractions) < 0.6
+
+
+def test_batch_of_two_is_refused(model_and_ids):
+    model, ids, _ = model_and_ids
+    with pytest.raises(InputError, match="batch size 1"):
+        ChunkedPrefill(model, DenseAttention(), chunk=64).prefill(ids.expand(2, -1))

@@ -1,0 +1,458 @@
+"""The headline experiment at small scale: train δ-Mem on a frozen testbed backbone, compare it with the
+truncated backbone, BM25 retrieval and a same-size LoRA on out-of-window fact recall; in-window
+perplexity on the corpus; decode overhead per token."""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from delta_mem.data import BOS, make_dialogue, stack
+from delta_mem.memory import DeltaMemConfig
+from delta_mem.wrap import (
+    attach_delta_mem,
+    count_memory_parameters,
+    detach_state,
+    memory_parameters,
+    reset_state,
+)
+from papershelf.errors import InputError, MissingDependencyError
+
+TRAIN_BASE, EVAL_BASE = 1_000_000_000, 2_000_000_000
+
+
+@dataclass
+class TrainConfig:
+    """Training of the memory (or LoRA) parameters on synthetic dialogues, backbone frozen."""
+
+    steps: int = 150
+    batch: int = 8
+    lr: float = 3e-3
+    warmup: int = 10
+    window: int = 128
+    n_history: int = 1
+    n_people: int = 3
+    update_prob: float = 0.5
+    lm_weight: float = 0.5  # weight of the corpus next-token loss (keeps general ability)
+    lm_batch: int = 2
+    clip: float = 1.0
+    seed: int = 0
+    log_every: int = 25
+    lm_source: str = "corpus"  # "corpus" (the testbed's) or "random" (quick runs without the testbed)
+
+    def dialogue_kwargs(self) -> dict:
+        return dict(
+            window=self.window, n_history=self.n_history, n_people=self.n_people, update_prob=self.update_prob
+        )
+
+
+# ---- loading --------------------------------------------------------------------------------------------
+def load_backbone(name: str):
+    """``(model, label)`` from a testbed checkpoint name (``tiny-s``, ``tiny-m``) or a local HF folder."""
+    if Path(name).is_dir():
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
+        return model.eval(), str(name)
+    try:
+        from papershelf_lm import load
+    except ImportError:
+        raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
+    model, _ = load(name)
+    return model.float().eval(), name
+
+
+def corpus_windows(n: int, length: int, seed: int, split: str = "validation") -> torch.Tensor:
+    """``n`` windows (BOS + ``length − 1`` bytes) of the testbed corpus (standard-library sources)."""
+    try:
+        from papershelf_lm.corpus import corpus_bytes
+    except ImportError:
+        raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
+    text = corpus_bytes(split)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        s = int(rng.integers(0, len(text) - length))
+        rows.append([BOS, *text[s : s + length - 1]])
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+# ---- forward passes and scores ---------------------------------------------------------------------------
+def run_dialogues(model, history: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:
+    """Stream the history windows into the memory (state kept, KV cache not), then return the logits of
+    the final window. Without memory attached the history passes are skipped (nothing would carry)."""
+    from delta_mem.wrap import is_wrapped
+
+    if is_wrapped(model):
+        reset_state(model)
+        if history is not None:
+            for j in range(history.shape[1]):
+                model(input_ids=history[:, j])
+    return model(input_ids=window).logits
+
+
+def answer_loss(logits, window, mask) -> torch.Tensor:
+    tgt = window[:, 1:]
+    m = mask[:, 1:]
+    return F.cross_entropy(logits[:, :-1][m].float(), tgt[m])
+
+
+def exact_solved(logits, window, mask) -> torch.Tensor:
+    """Per row: every answer token is the greedy prediction."""
+    pred = logits[:, :-1].argmax(-1)
+    right = (pred == window[:, 1:]) | ~mask[:, 1:]
+    return right.all(dim=1)
+
+
+def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
+    from delta_mem.wrap import is_wrapped
+
+    if is_wrapped(model):
+        reset_state(model)
+    logits = model(input_ids=ids).logits
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+
+
+# ---- training -------------------------------------------------------------------------------------------
+def _train_loop(model, params, cfg: TrainConfig, *, use_history: bool, log=print) -> list[dict]:
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        raise InputError("no trainable parameters")
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+
+    def lr_at(step):
+        if step < cfg.warmup:
+            return (step + 1) / cfg.warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    model.train()
+    logs, t0 = [], time.perf_counter()
+    for step in range(cfg.steps):
+        ds = [
+            make_dialogue(TRAIN_BASE + cfg.seed * 1_000_000 + step * cfg.batch + i, **cfg.dialogue_kwargs())
+            for i in range(cfg.batch)
+        ]
+        hist, win, mask = stack(ds)
+        logits = run_dialogues(model, hist if use_history else None, win)
+        loss = answer_loss(logits, win, mask)
+        acc = float(exact_solved(logits.detach(), win, mask).float().mean())
+        total = loss
+        if cfg.lm_weight > 0:
+            src = corpus_windows if cfg.lm_source == "corpus" else random_windows
+            lm = lm_loss(model, src(cfg.lm_batch, cfg.window, TRAIN_BASE + cfg.seed * 7919 + step, "train"))
+            total = total + cfg.lm_weight * lm
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+        opt.step()
+        sched.step()
+        from delta_mem.wrap import is_wrapped
+
+        if is_wrapped(model):
+            detach_state(model)
+            reset_state(model)
+        if step % cfg.log_every == 0 or step == cfg.steps - 1:
+            rec = {
+                "step": step,
+                "loss": float(loss.detach()),
+                "acc": acc,
+                "elapsed_s": round(time.perf_counter() - t0, 1),
+            }
+            logs.append(rec)
+            if log:
+                msg = f"  step {step:4d}  answer loss {rec['loss']:.3f}  batch acc {acc:.2f}"
+                log(f"{msg}  {rec['elapsed_s']}s")
+    model.eval()
+    return logs
+
+
+def train_memory(model, mem_cfg: DeltaMemConfig | None, cfg: TrainConfig, *, log=print) -> list[dict]:
+    """Attach δ-Mem (if not attached) and train only its parameters; the backbone stays frozen."""
+    from delta_mem.wrap import is_wrapped
+
+    if not is_wrapped(model):
+        attach_delta_mem(model, mem_cfg)
+    torch.manual_seed(cfg.seed)
+    for p in memory_parameters(model).values():  # re-draw the read/write projections for this seed
+        if p.dim() == 2 and p.abs().sum() > 0:
+            torch.nn.init.normal_(p, std=p.shape[1] ** -0.5)
+    return _train_loop(model, memory_parameters(model).values(), cfg, use_history=True, log=log)
+
+
+def train_lora(model, n_params: int, cfg: TrainConfig, *, log=print):
+    """A peft LoRA on q_proj/o_proj with about ``n_params`` trainable parameters, trained on the same
+    dialogues (the final windows: the history is outside its window) and the same corpus loss."""
+    from delta_mem.baselines import lora_model, lora_rank_for
+
+    rank, count = lora_rank_for(model, n_params)
+    peft = lora_model(model, rank, seed=cfg.seed)
+    logs = _train_loop(peft, peft.parameters(), cfg, use_history=False, log=log)
+    return peft, rank, count, logs
+
+
+# ---- evaluation -----------------------------------------------------------------------------------------
+def eval_dialogues(n: int, seed: int, cfg: TrainConfig):
+    return [make_dialogue(EVAL_BASE + seed * 100_000 + i, **cfg.dialogue_kwargs()) for i in range(n)]
+
+
+@torch.no_grad()
+def recall(
+    model, dialogues, *, use_history: bool = True, windows: np.ndarray | None = None, batch: int = 16
+) -> float:
+    """Exact-match fact recall over ``dialogues`` (optionally with replacement final windows)."""
+    solved = []
+    for s in range(0, len(dialogues), batch):
+        ds = dialogues[s : s + batch]
+        hist, win, mask = stack(ds)
+        if windows is not None:
+            win = torch.from_numpy(np.stack(windows[s : s + batch]))
+        logits = run_dialogues(model, hist if use_history else None, win)
+        solved.append(exact_solved(logits, win, mask))
+    return float(torch.cat(solved).float().mean())
+
+
+@torch.no_grad()
+def perplexity(model, windows: torch.Tensor, batch: int = 8) -> float:
+    """Per-token perplexity of corpus windows; a wrapped model's memory starts empty in every window."""
+    total, count = 0.0, 0
+    for s in range(0, len(windows), batch):
+        ids = windows[s : s + batch]
+        total += float(lm_loss(model, ids)) * ids[:, 1:].numel()
+        count += ids[:, 1:].numel()
+    return math.exp(total / count)
+
+
+def _cache_kwargs(out) -> dict:
+    if getattr(out, "cache", None) is not None:
+        return {"cache": out.cache}
+    return {"past_key_values": out.past_key_values}
+
+
+@torch.no_grad()
+def decode_seconds(model, prompt: torch.Tensor, steps: int) -> float:
+    """Seconds for ``steps`` greedy decode steps with a KV cache after a prefill (prefill not timed)."""
+    from delta_mem.wrap import is_wrapped
+
+    if is_wrapped(model):
+        reset_state(model)
+    out = model(input_ids=prompt, use_cache=True)
+    tok = out.logits[:, -1:].argmax(-1)
+    t = time.perf_counter()
+    for _ in range(steps):
+        out = model(input_ids=tok, use_cache=True, **_cache_kwargs(out))
+        tok = out.logits[:, -1:].argmax(-1)
+    return time.perf_counter() - t
+
+
+def decode_overhead(backbone, wrapped, *, prompt_len: int = 64, steps: int = 64, repeat: int = 7) -> dict:
+    """Interleaved timing of decode steps, backbone vs wrapped; medians and their ratio."""
+    prompt = torch.randint(0, 256, (1, prompt_len), generator=torch.Generator().manual_seed(0))
+    decode_seconds(backbone, prompt, 4)
+    decode_seconds(wrapped, prompt, 4)
+    base, cand = [], []
+    for i in range(repeat):
+        order = (backbone, wrapped) if i % 2 == 0 else (wrapped, backbone)
+        for m in order:
+            (base if m is backbone else cand).append(decode_seconds(m, prompt, steps) / steps)
+    b, c = statistics.median(base), statistics.median(cand)
+    return {"backbone_s_per_token": b, "delta_mem_s_per_token": c, "ratio": c / b, "repeats": repeat}
+
+
+# ---- the whole comparison -----------------------------------------------------------------------------
+def random_llama(seed: int = 0, *, hidden: int = 32, layers: int = 2, vocab: int = 263):
+    """A small random transformers Llama (for demos, quick benches and tests; no checkpoint needed)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(cfg).float().eval()
+
+
+def random_windows(n: int, length: int, seed: int, split: str = "validation") -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + (0 if split == "validation" else 1))
+    return torch.cat([torch.full((n, 1), BOS), torch.randint(32, 127, (n, length - 1), generator=g)], dim=1)
+
+
+def run_seed(
+    model_name: str,
+    seed: int,
+    tcfg: TrainConfig,
+    mcfg: DeltaMemConfig,
+    *,
+    n_eval: int,
+    n_ppl: int,
+    log=print,
+    quick: bool = False,
+) -> dict:
+    """One seed: train δ-Mem and LoRA, evaluate every system on the same held-out dialogues."""
+    tcfg = (
+        copy.replace(tcfg, seed=seed)
+        if hasattr(copy, "replace")
+        else TrainConfig(**{**asdict(tcfg), "seed": seed})
+    )
+    backbone, label = (random_llama(0), "random-llama") if quick else load_backbone(model_name)
+    windows_fn = random_windows if quick else corpus_windows
+    for p in backbone.parameters():
+        p.requires_grad_(False)
+    dialogues = eval_dialogues(n_eval, seed, tcfg)
+    ppl_windows = windows_fn(n_ppl, tcfg.window, 10_000 + seed)
+    row: dict = {"seed": seed, "model": label}
+    t = time.perf_counter()
+    row["frozen"] = recall(backbone, dialogues, use_history=False)
+    from delta_mem.baselines import bm25_window
+
+    row["bm25"] = recall(backbone, dialogues, use_history=False, windows=[bm25_window(d) for d in dialogues])
+    row["ppl_frozen"] = perplexity(backbone, ppl_windows)
+    log(f"seed {seed}: frozen {row['frozen']:.3f}  bm25 {row['bm25']:.3f}  ppl {row['ppl_frozen']:.3f}")
+    # δ-Mem
+    mem_model = copy.deepcopy(backbone)
+    log(f"seed {seed}: training δ-Mem ({tcfg.steps} steps x {tcfg.batch} dialogues)")
+    t1 = time.perf_counter()
+    row["delta_mem_train_log"] = train_memory(mem_model, mcfg, tcfg, log=log)
+    row["delta_mem_train_s"] = time.perf_counter() - t1
+    row["delta_mem_params"] = count_memory_parameters(mem_model)
+    row["delta_mem"] = recall(mem_model, dialogues)
+    row["delta_mem_no_history"] = recall(mem_model, dialogues, use_history=False)
+    row["ppl_delta_mem"] = perplexity(mem_model, ppl_windows)
+    log(
+        f"seed {seed}: δ-Mem {row['delta_mem']:.3f} (memory emptied: {row['delta_mem_no_history']:.3f})  "
+        f"ppl {row['ppl_delta_mem']:.3f}  params {row['delta_mem_params']}"
+    )
+    # LoRA with the same trainable-parameter count
+    lora_base = copy.deepcopy(backbone)
+    log(f"seed {seed}: training LoRA")
+    t1 = time.perf_counter()
+    peft, rank, count, lora_log = train_lora(lora_base, row["delta_mem_params"], tcfg, log=log)
+    row.update(
+        lora_rank=rank, lora_params=count, lora_train_log=lora_log, lora_train_s=time.perf_counter() - t1
+    )
+    row["lora"] = recall(peft, dialogues, use_history=False)
+    row["ppl_lora"] = perplexity(peft, ppl_windows)
+    log(f"seed {seed}: LoRA r={rank} ({count} params) {row['lora']:.3f}  ppl {row['ppl_lora']:.3f}")
+    row["seconds"] = time.perf_counter() - t
+    row["_mem_model"] = mem_model
+    row["_backbone"] = backbone
+    return row
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else (math.inf if a > 0 else float("nan"))
+
+
+def comparison(
+    model_name: str,
+    seeds: tuple[int, ...],
+    tcfg: TrainConfig,
+    mcfg: DeltaMemConfig | None = None,
+    *,
+    n_eval: int = 100,
+    n_ppl: int = 16,
+    decode_steps: int = 64,
+    log=print,
+    quick: bool = False,
+) -> dict:
+    mcfg = (mcfg or DeltaMemConfig()).validate()
+    rows = []
+    for seed in seeds:
+        rows.append(run_seed(model_name, seed, tcfg, mcfg, n_eval=n_eval, n_ppl=n_ppl, log=log, quick=quick))
+    last = rows[-1]
+    dec = decode_overhead(last.pop("_backbone"), last.pop("_mem_model"), steps=decode_steps)
+    for r in rows:
+        r.pop("_backbone", None)
+        r.pop("_mem_model", None)
+    med = {
+        k: statistics.median(r[k] for r in rows)
+        for k in (
+            "frozen",
+            "bm25",
+            "lora",
+            "delta_mem",
+            "delta_mem_no_history",
+            "ppl_frozen",
+            "ppl_delta_mem",
+            "ppl_lora",
+        )
+    }
+    per_seed = {
+        "delta_mem/frozen": [_ratio(r["delta_mem"], r["frozen"]) for r in rows],
+        "delta_mem/bm25": [_ratio(r["delta_mem"], r["bm25"]) for r in rows],
+        "delta_mem/lora": [_ratio(r["delta_mem"], r["lora"]) for r in rows],
+        "ppl delta_mem/frozen": [r["ppl_delta_mem"] / r["ppl_frozen"] for r in rows],
+    }
+    return {
+        "model": rows[0]["model"],
+        "seeds": list(seeds),
+        "train": asdict(tcfg),
+        "memory": asdict(mcfg),
+        "n_eval": n_eval,
+        "n_ppl": n_ppl,
+        "rows": rows,
+        "median": med,
+        "ratios_per_seed": per_seed,
+        "ratios_median": {k: statistics.median(v) for k, v in per_seed.items()},
+        "decode": dec,
+    }
+
+
+TARGETS = (
+    ("recall delta_mem/frozen", "delta_mem/frozen", "higher", 1.2),
+    ("recall delta_mem/bm25", "delta_mem/bm25", "higher", 1.0),
+    ("ppl delta_mem/frozen", "ppl delta_mem/frozen", "lower", 1.01),
+)
+
+
+def targets(result: dict) -> list[dict]:
+    out = []
+    for name, key, better, bound in TARGETS:
+        v = result["ratios_median"][key]
+        met = v >= bound if better == "higher" else v <= bound
+        out.append({"name": name, "value": v, "bound": bound, "better": better, "met": bool(met)})
+    d = result["decode"]["ratio"]
+    out.append(
+        {
+            "name": "decode time per token delta_mem/backbone",
+            "value": d,
+            "bound": 1.10,
+            "better": "lower",
+            "met": bool(d <= 1.10),
+        }
+    )
+    return out
+
+
+def table(result: dict) -> str:
+    cols = (
+        "frozen",
+        "bm25",
+        "lora",
+        "delta_mem",
+        "delta_mem_no_history",
+        "ppl_frozen",
+        "ppl_delta_mem",
+        "ppl_lora",
+    )
+    heads = ("frozen", "bm25", "lora", "δ-Mem", "δ-Mem∅", "ppl fr", "ppl δ", "ppl lora")
+    lines = [f"{'seed':>5} " + " ".join(f"{h:>8}" for h in heads)]
+    for r in result["rows"]:
+        lines.append(f"{r['seed']:>5} " + " ".join(f"{r[c]:>8.3f}" for c in cols))
+    lines.append(f"{'med':>5} " + " ".join(f"{result['median'][c]:>8.3f}" for c in cols))
+    lines.append("(δ-Mem∅: the trained δ-Mem with the history skipped — memory empty at the question)")
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""Save and load only the δ-Mem parameters (safetensors), checked against a backbone fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from delta_mem.memory import DeltaMemConfig
+from delta_mem.wrap import ATTR, attach_delta_mem, is_wrapped, memory_parameters
+from papershelf.errors import InputError
+from papershelf.repro import atomic_path
+
+FORMAT = "delta-mem/1"
+
+
+def backbone_fingerprint(model: nn.Module) -> str:
+    """SHA-256 over the backbone's parameter names, shapes, dtypes and a strided sample of each tensor's
+    values (≤ 4096 per tensor), so a different checkpoint or architecture gives a different fingerprint."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        if f".{ATTR}." in f".{name}":
+            continue
+        h.update(f"{name}|{tuple(p.shape)}|{p.dtype}".encode())
+        flat = p.detach().reshape(-1)
+        step = max(1, flat.numel() // 4096)
+        h.update(flat[::step].float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def save_adapter(model: nn.Module, path: str | os.PathLike[str]) -> Path:
+    """Write the δ-Mem parameters, config and backbone fingerprint to ``path`` (a .safetensors file)."""
+    from safetensors.torch import save
+
+    if not is_wrapped(model):
+        raise InputError("model has no δ-Mem attached: nothing to save")
+    path = Path(path)
+    tensors = {n: p.detach().cpu().contiguous() for n, p in memory_parameters(model).items()}
+    meta = {
+        "format": FORMAT,
+        "config": model._delta_mem_config.to_json(),
+        "fingerprint": backbone_fingerprint(model),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, mode="wb") as handle:
+        handle.write(save(tensors, metadata=meta))
+    return path
+
+
+def read_adapter(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], DeltaMemConfig, str]:
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"adapter {str(path)!r} is not a file")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InputError(f"adapter {str(path)!r} is not a readable safetensors file ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise InputError(f"adapter {str(path)!r} is not a δ-Mem adapter (format {meta.get('format')!r})")
+    return tensors, DeltaMemConfig.from_json(meta["config"]), meta["fingerprint"]
+
+
+def load_adapter(
+    model: nn.Module, path: str | os.PathLike[str], *, check_backbone: bool = True
+) -> DeltaMemConfig:
+    """Attach δ-Mem (with the saved config) to a bare backbone and load the saved parameters.
+
+    Raises :class:`~papershelf.errors.InputError` when the adapter was trained on another backbone
+    (fingerprint mismatch) unless ``check_backbone=False``, or when the parameter names/shapes differ.
+    """
+    tensors, cfg, fingerprint = read_adapter(path)
+    if is_wrapped(model):
+        raise InputError("model already has δ-Mem attached; load the adapter into the bare backbone")
+    if check_backbone and backbone_fingerprint(model) != fingerprint:
+        raise InputError(
+            f"adapter {str(path)!r} was trained on another backbone (fingerprint mismatch)",
+            hint="load it into the model it was trained with, or pass check_backbone=False",
+        )
+    attach_delta_mem(model, cfg)
+    params = memory_parameters(model)
+    missing, extra = set(params) - set(tensors), set(tensors) - set(params)
+    bad_shape = [n for n in set(params) & set(tensors) if params[n].shape != tensors[n].shape]
+    if missing or extra or bad_shape:
+        from delta_mem.wrap import detach_delta_mem
+
+        detach_delta_mem(model)
+        raise InputError(
+            f"adapter {str(path)!r} does not fit this model: missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(extra)[:3]}, shape mismatch {sorted(bad_shape)[:3]}"
+        )
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(tensors[n].to(p.device, p.dtype))
+    return cfg

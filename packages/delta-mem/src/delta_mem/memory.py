@@ -1,0 +1,226 @@
+"""δ-Mem layers: a fixed-size delta-rule state per wrapped attention layer and its low-rank corrections.
+
+For the hidden state ``x_t`` entering a wrapped attention layer, per state head (rank ``r``):
+
+    q̃_t = normalize(tanh(W_q^m x_t)),  k̃_t = normalize(tanh(W_k^m x_t)),  ṽ_t = W_v^m x_t
+    β_t = σ(W_β x_t + b_β) ∈ (0,1)^r,  λ_t = 1 − β_t (coupled) or σ(W_λ x_t + b_λ)
+    r_t = S_{t-1} q̃_t                                   (read before write)
+    S_t = diag(λ_t) S_{t-1} − diag(β_t)(S_{t-1} k̃_t) k̃_tᵀ + diag(β_t) ṽ_t k̃_tᵀ   (``standard``)
+    Δq_t = (α/r) W_Δq r_t,   Δo_t = (α/r) W_Δo r_t       (W_Δ zero-initialised)
+
+``Δq`` is added to the output of ``q_proj`` and ``Δo`` to the output of ``o_proj`` (``k``/``v`` optional).
+With sentence or message write granularity the write uses the mean of ``x`` over the segment, once, at
+the segment's last token; reads still happen at every token.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from delta_mem.scan import BACKENDS, UPDATE_MODES, gate_coefficients, scan
+from papershelf.errors import InputError, check_choice, check_int, check_number
+
+GRANULARITIES = ("token", "sentence", "message")
+DELTA_TARGETS = ("q", "k", "v", "o")
+# Byte-level boundaries (the testbed tokenizer maps byte b to id b): . ! ? newline for sentences,
+# newline for messages. Other tokenizers pass their own ``boundary_ids``.
+SENTENCE_BOUNDARY_IDS = (ord("."), ord("!"), ord("?"), ord("\n"))
+MESSAGE_BOUNDARY_IDS = (ord("\n"),)
+
+
+@dataclass
+class DeltaMemConfig:
+    """Configuration of δ-Mem; the state of every wrapped layer is ``heads × (rank × rank)``.
+
+    ``rank`` (r) is the state size (8 → an 8×8 state), ``alpha`` the LoRA-style scale numerator (the
+    correction is multiplied by ``alpha / rank``), ``beta_bias_init`` the initial bias of the write gate,
+    ``couple_lambda`` ties λ = 1 − β, ``state_update_mode`` one of ``standard``, ``lambda_outside``,
+    ``no_lambda``; ``delta_targets`` the projections that receive corrections; ``write_granularity`` one
+    of ``token``, ``sentence``, ``message``; ``boundary_ids`` overrides the segment-end token ids;
+    ``layers`` the decoder-layer indices to wrap (None: all); ``backend`` the scan backend.
+    """
+
+    rank: int = 8
+    heads: int = 1
+    alpha: float = 16.0
+    beta_bias_init: float = -1.5
+    lambda_bias_init: float = 3.0
+    couple_lambda: bool = True
+    state_update_mode: str = "standard"
+    delta_targets: tuple[str, ...] = ("q", "o")
+    write_granularity: str = "token"
+    boundary_ids: tuple[int, ...] | None = None
+    layers: tuple[int, ...] | None = None
+    backend: str = "auto"
+    chunk: int = 32
+    check_finite: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> DeltaMemConfig:
+        check_int("rank (state size)", self.rank, low=1)
+        check_int("heads", self.heads, low=1)
+        check_number("alpha", self.alpha)
+        check_number("beta_bias_init", self.beta_bias_init)
+        check_number("lambda_bias_init", self.lambda_bias_init)
+        check_choice("state_update_mode", self.state_update_mode, UPDATE_MODES)
+        check_choice("write_granularity", self.write_granularity, GRANULARITIES)
+        check_choice("backend", self.backend, BACKENDS)
+        check_int("chunk", self.chunk, low=1)
+        self.delta_targets = tuple(self.delta_targets)
+        if not self.delta_targets:
+            raise InputError("delta_targets must name at least one of q, k, v, o")
+        for t in self.delta_targets:
+            check_choice("delta_targets entry", t, DELTA_TARGETS)
+        if self.boundary_ids is not None:
+            self.boundary_ids = tuple(check_int("boundary_ids entry", b, low=0) for b in self.boundary_ids)
+        if self.layers is not None:
+            self.layers = tuple(check_int("layers entry", i, low=0) for i in self.layers)
+        return self
+
+    def boundaries(self) -> tuple[int, ...]:
+        if self.boundary_ids is not None:
+            return self.boundary_ids
+        return SENTENCE_BOUNDARY_IDS if self.write_granularity == "sentence" else MESSAGE_BOUNDARY_IDS
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> DeltaMemConfig:
+        d = json.loads(text)
+        for key in ("delta_targets", "boundary_ids", "layers"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        return cls(**d).validate()
+
+
+class _Context:
+    """Per-model shared data: the current forward's input ids (for segment boundaries)."""
+
+    def __init__(self) -> None:
+        self.input_ids: torch.Tensor | None = None
+
+
+class DeltaMemLayer(nn.Module):
+    """The memory of one attention layer: projections, gates, corrections and the running state."""
+
+    def __init__(self, hidden: int, out_dims: dict[str, int], cfg: DeltaMemConfig, index: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.index = index
+        H, r = cfg.heads, cfg.rank
+        n_gates = 2 if cfg.couple_lambda else 3  # (k, v, β[, λ]) after q
+        self.in_proj = nn.Linear(hidden, H * r * (2 + n_gates), bias=True)  # q, k, v, β[, λ]
+        nn.init.normal_(self.in_proj.weight, std=hidden**-0.5)
+        with torch.no_grad():
+            self.in_proj.bias.zero_()
+            b = self.in_proj.bias.view(2 + n_gates, H * r)
+            b[3].fill_(cfg.beta_bias_init)
+            if not cfg.couple_lambda:
+                b[4].fill_(cfg.lambda_bias_init)
+        self.deltas = nn.ModuleDict({t: nn.Linear(H * r, out_dims[t], bias=False) for t in cfg.delta_targets})
+        for lin in self.deltas.values():
+            nn.init.zeros_(lin.weight)
+        self.scale = cfg.alpha / r
+        self.state: torch.Tensor | None = None  # (B, H, r, r)
+        self.acc_sum: torch.Tensor | None = None  # segment accumulators (non-token granularity)
+        self.acc_n: torch.Tensor | None = None
+        self.reads: torch.Tensor | None = None  # (B, T, H*r) of the forward in progress
+        self.context: _Context | None = None
+
+    def reset(self) -> None:
+        self.state = self.acc_sum = self.acc_n = self.reads = None
+
+    def detach_state(self) -> None:
+        for name in ("state", "acc_sum", "acc_n"):
+            x = getattr(self, name)
+            if x is not None:
+                setattr(self, name, x.detach())
+
+    def features(self, x: torch.Tensor):
+        """``(q̃, k̃, ṽ, β, λ)`` for hidden states ``x`` (B, T, d); each (B, H, T, r)."""
+        B, T, _ = x.shape
+        H, r = self.cfg.heads, self.cfg.rank
+        z = self.in_proj(x).view(B, T, -1, H, r).permute(2, 0, 3, 1, 4)  # (n, B, H, T, r)
+        qk = nn.functional.normalize(torch.tanh(z[:2]), dim=-1)
+        q, k = qk[0], qk[1]
+        v = z[2]
+        beta = torch.sigmoid(z[3])
+        lam = 1.0 - beta if self.cfg.couple_lambda else torch.sigmoid(z[4])
+        return q, k, v, beta, lam
+
+    def _segment_inputs(self, x: torch.Tensor):
+        """Segment-mean inputs and a write mask (B, T) for sentence/message granularity."""
+        ctx = self.context
+        ids = None if ctx is None else ctx.input_ids
+        if ids is None or ids.shape != x.shape[:2]:
+            raise InputError(
+                f"write_granularity={self.cfg.write_granularity!r} needs input_ids (not inputs_embeds) "
+                "to find segment boundaries"
+            )
+        B, T, d = x.shape
+        bset = torch.tensor(self.cfg.boundaries(), device=ids.device)
+        is_b = torch.isin(ids, bset)  # (B, T)
+        acc_sum = x.new_zeros(B, d) if self.acc_sum is None else self.acc_sum
+        acc_n = x.new_zeros(B) if self.acc_n is None else self.acc_n
+        cs = torch.cumsum(x, dim=1) + acc_sum[:, None]  # includes the carried partial segment
+        pos = torch.arange(T, device=x.device).expand(B, T)
+        last_b = torch.cummax(torch.where(is_b, pos, torch.full_like(pos, -1)), dim=1).values
+        prev = torch.cat([torch.full_like(last_b[:, :1], -1), last_b[:, :-1]], dim=1)  # last boundary < t
+        base = torch.gather(cs, 1, prev.clamp(min=0)[..., None].expand(B, T, d))
+        base = torch.where((prev >= 0)[..., None], base, torch.zeros_like(base))
+        count = torch.where(prev >= 0, (pos - prev).to(x.dtype), pos.to(x.dtype) + 1 + acc_n[:, None])
+        seg_mean = (cs - base) / count[..., None]
+        # carry the trailing partial segment
+        L = last_b[:, -1]
+        tail_base = torch.gather(cs, 1, L.clamp(min=0)[:, None, None].expand(B, 1, d))[:, 0]
+        tail_base = torch.where((L >= 0)[:, None], tail_base, torch.zeros_like(tail_base))
+        self.acc_sum = cs[:, -1] - tail_base
+        self.acc_n = torch.where(L >= 0, (T - 1 - L).to(x.dtype), acc_n + T)
+        return seg_mean, is_b
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Read (before write) for every token of ``x`` (B, T, d), update the state; returns the reads
+        times the correction scale α/r, (B, T, H*r)."""
+        if self.cfg.check_finite and not bool(torch.isfinite(x).all()):
+            raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
+        x = x.to(self.in_proj.weight.dtype)
+        B, T, _ = x.shape
+        H, r = self.cfg.heads, self.cfg.rank
+        if self.state is not None and self.state.shape[0] != B:
+            raise InputError(
+                f"batch size {B} differs from the memory state's {self.state.shape[0]}; "
+                "call reset_state(model)"
+            )
+        if self.cfg.write_granularity == "token":
+            q, k, v, beta, lam = self.features(x)
+            keep, erase, write = gate_coefficients(beta, lam, self.cfg.state_update_mode)
+            if T == 1:  # decode step: one read and one write, without the scan's dispatch
+                S = x.new_zeros(B, H, r, r) if self.state is None else self.state
+                q0, k0 = q[:, :, 0], k[:, :, 0]
+                read = (S @ q0[..., None]).squeeze(-1)
+                Sk = (S @ k0[..., None]).squeeze(-1)
+                coef = write[:, :, 0] * v[:, :, 0] - erase[:, :, 0] * Sk
+                self.state = keep[:, :, 0, :, None] * S + coef[..., None] * k0[:, :, None, :]
+                return self.scale * read.reshape(B, 1, H * r)
+        else:
+            seg, is_b = self._segment_inputs(x)
+            q = self.features(x)[0]
+            _, k, v, beta, lam = self.features(seg)
+            keep, erase, write = gate_coefficients(beta, lam, self.cfg.state_update_mode)
+            m = is_b[:, None, :, None].to(x.dtype)  # (B, 1, T, 1)
+            keep = 1.0 - m + m * keep
+            erase, write = m * erase, m * write
+        reads, self.state = scan(
+            q, k, v, keep, erase, write, self.state, backend=self.cfg.backend, chunk=self.cfg.chunk
+        )
+        return self.scale * reads.permute(0, 2, 1, 3).reshape(B, T, H * r)
+
+    def correction(self, target: str) -> torch.Tensor:
+        """``(α/r) W_Δ r_t`` for ``target`` (``reads`` already carry the α/r scale)."""
+        return self.deltas[target](self.reads)

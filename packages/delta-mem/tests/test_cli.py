@@ -1,0 +1,40 @@
+import json
+import subprocess
+import sys
+
+from delta_mem import __version__
+from delta_mem.cli import main
+
+
+def test_demo_runs(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "zero corrections" in out and "chunked" in out
+
+
+def test_bench_quick_writes_records(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["bench", "--quick", "--out", str(out)]) == 0
+    recs = json.loads(out.read_text())
+    assert {r["benchmark"] for r in recs} >= {
+        "recall-vs-frozen-quick",
+        "recall-vs-bm25-quick",
+        "in-window-ppl-quick",
+    }
+    assert all(r["package"] == "delta-mem" for r in recs)
+
+
+def test_bad_input_exits_2(capsys, tmp_path):
+    assert main(["train", "--model", "tiny-s"]) == 2  # no --out
+    assert "--out" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "a"), "--granularity", "word"]) == 2
+    assert "write_granularity" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "a"), "--rank", "0"]) == 2
+    assert main(["eval", "--adapter", str(tmp_path / "none.safetensors")]) == 2
+    assert "is not a file" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_version_subprocess():
+    r = subprocess.run([sys.executable, "-m", "delta_mem.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == f"delta-mem {__version__}"

@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+from delta_mem.baselines import bm25_window, lora_rank_for
+from delta_mem.data import make_dialogue, stack
+
+from papershelf.errors import InputError
+
+
+def _text(ids):
+    return bytes(int(x) for x in ids if x < 256).decode()
+
+
+def test_dialogues_are_seeded_and_the_fact_is_outside_the_window():
+    for seed in range(20):
+        d = make_dialogue(seed, window=128, n_history=2)
+        e = make_dialogue(seed, window=128, n_history=2)
+        assert np.array_equal(d.window, e.window) and np.array_equal(d.history, e.history)
+        assert d.history.shape == (2, 128) and d.window.shape == (128,)
+        assert d.answer_mask.sum() == 1 and _text(d.window[d.answer_mask]) == d.answer
+        final = _text(d.window)
+        assert f"{d.person}: my number is {d.answer}." not in final  # the fact is not in the window
+        assert f"my number is {d.answer}." in _text(d.history.reshape(-1)) or (
+            f"update, my number is {d.answer}." in _text(d.history.reshape(-1))
+        )
+        if d.stale is not None:
+            assert d.stale != d.answer
+    assert not np.array_equal(make_dialogue(1).window, make_dialogue(2).window)
+
+
+def test_bm25_window_keeps_length_and_question():
+    d = make_dialogue(5, window=128, update_prob=1.0)
+    w = bm25_window(d)
+    assert w.shape == d.window.shape and w[0] == 256
+    assert _text(w).endswith(_text(d.window[-d.tail :]))
+    assert f"{d.person}: " in _text(w[: len(w) - 40])  # the retrieved line names the person
+
+
+def test_stack_shapes_and_bad_args():
+    ds = [make_dialogue(i, window=96, n_people=2) for i in range(3)]
+    h, w, m = stack(ds)
+    assert h.shape == (3, 1, 96) and w.shape == (3, 96) and m.dtype.is_floating_point is False
+    with pytest.raises(InputError, match="window"):
+        make_dialogue(0, window=10)
+    with pytest.raises(InputError, match="update_prob"):
+        make_dialogue(0, update_prob=2.0)
+
+
+def test_lora_rank_matches_parameter_count(tiny_llama):
+    rank, count = lora_rank_for(tiny_llama, 1000)
+    per = sum(
+        m.in_features + m.out_features
+        for n, m in tiny_llama.named_modules()
+        if n.endswith(("q_proj", "o_proj"))
+    )
+    assert count == rank * per and abs(count - 1000) <= per / 2

@@ -1,0 +1,225 @@
+import copy
+
+import pytest
+import torch
+from delta_mem.io import backbone_fingerprint, load_adapter, save_adapter
+from delta_mem.memory import DeltaMemConfig
+from delta_mem.wrap import (
+    attach_delta_mem,
+    count_memory_parameters,
+    detach_delta_mem,
+    get_state,
+    memory_layers,
+    memory_parameters,
+    reset_state,
+)
+
+from papershelf.errors import InputError
+
+
+def _ids(T=40, B=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(32, 127, (B, T), generator=g)
+    for pos, ch in ((7, "."), (19, "\n"), (30, "!")):
+        if pos < T:
+            ids[:, pos] = ord(ch)
+    return ids
+
+
+def _randomise_corrections(model, std=0.5):
+    with torch.no_grad():
+        for n, p in memory_parameters(model).items():
+            if ".deltas." in n:
+                p.normal_(0, std)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        DeltaMemConfig(),
+        DeltaMemConfig(write_granularity="sentence", state_update_mode="lambda_outside"),
+        DeltaMemConfig(write_granularity="message", couple_lambda=False, delta_targets=("q", "k", "v", "o")),
+        DeltaMemConfig(state_update_mode="no_lambda", heads=2, rank=4),
+    ],
+)
+def test_zero_corrections_give_backbone_logits_exactly(tiny_llama, cfg):
+    ids = _ids()
+    with torch.no_grad():
+        ref = tiny_llama(input_ids=ids).logits
+        attach_delta_mem(tiny_llama, cfg)
+        out = tiny_llama(input_ids=ids).logits
+        out2 = tiny_llama(input_ids=ids).logits  # with a non-empty state too
+    assert torch.equal(out, ref) and torch.equal(out2, ref)
+    assert all(s.shape == (2, cfg.heads, cfg.rank, cfg.rank) for s in get_state(tiny_llama))
+    detach_delta_mem(tiny_llama)
+    with torch.no_grad():
+        assert torch.equal(tiny_llama(input_ids=ids).logits, ref)
+
+
+def test_nonzero_corrections_change_logits_and_the_memory_carries(tiny_llama):
+    ids = _ids()
+    attach_delta_mem(tiny_llama)
+    _randomise_corrections(tiny_llama)
+    with torch.no_grad():
+        a = tiny_llama(input_ids=ids).logits
+        b = tiny_llama(input_ids=ids).logits
+        reset_state(tiny_llama)
+        c = tiny_llama(input_ids=ids).logits
+    assert (a - b).abs().max() > 1e-4  # second pass reads the first one's writes
+    assert torch.equal(a, c)  # reset empties the memory
+
+
+def test_backbone_receives_no_gradient(tiny_llama):
+    attach_delta_mem(tiny_llama)
+    _randomise_corrections(tiny_llama, 0.1)
+    ids = _ids()
+    tiny_llama(input_ids=ids[:, :20])
+    loss = tiny_llama(input_ids=ids[:, 20:]).logits.logsumexp(-1).mean()  # through the carried state
+    loss.backward()
+    mem = set(memory_parameters(tiny_llama))
+    for n, p in tiny_llama.named_parameters():
+        if n in mem:
+            assert p.grad is not None and p.grad.abs().sum() > 0, n
+        else:
+            assert not p.requires_grad and p.grad is None, n
+
+
+@pytest.mark.parametrize("granularity", ["token", "sentence", "message"])
+def test_layer_read_at_t_independent_of_x_t_and_streaming_equals_one_call(granularity):
+    from delta_mem.memory import DeltaMemLayer, _Context
+
+    torch.manual_seed(0)
+    cfg = DeltaMemConfig(write_granularity=granularity).validate()
+    layer = DeltaMemLayer(16, {"q": 16, "o": 16}, cfg, 0).double()
+    layer.context = _Context()
+    ids = _ids(T=24, B=2)
+    ids[:, 11] = ord("\n")  # a boundary at t = 11 for every granularity
+    x = torch.randn(2, 24, 16, dtype=torch.float64)
+    layer.context.input_ids = ids
+    with torch.no_grad():
+        r = layer(x)
+        S = layer.state
+        t = 11
+        x2 = x.clone()
+        x2[:, t] += torch.randn(2, 16, dtype=torch.float64)
+        layer.reset()
+        r2 = layer(x2)
+    q_t = layer.features(x2)[0]  # the perturbed query is used at t, against the old state
+    torch.testing.assert_close(r2[:, :t], r[:, :t], rtol=0, atol=0)
+    layer.reset()
+    layer.context.input_ids = ids[:, :t]
+    with torch.no_grad():  # the state before t, then the read at t with x2's query
+        layer(x[:, :t])
+        S_prev = layer.state
+    expect = layer.scale * (S_prev * q_t[:, :, t, None, :]).sum(-1).reshape(2, -1)  # reads carry α/r
+    torch.testing.assert_close(r2[:, t], expect, rtol=1e-12, atol=1e-12)
+    assert (r2[:, t + 1 :] - r[:, t + 1 :]).abs().max() > 1e-6  # the write at t is seen later
+    # streaming in two calls equals one call (state and segment accumulators carry)
+    layer.reset()
+    layer.context.input_ids = ids[:, :9]
+    with torch.no_grad():
+        a = layer(x[:, :9])
+        layer.context.input_ids = ids[:, 9:]
+        b = layer(x[:, 9:])
+    torch.testing.assert_close(torch.cat([a, b], 1), r, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(layer.state, S, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("granularity", ["token", "sentence"])
+def test_cached_decoding_equals_full_forward(tiny_llama, granularity):
+    attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity=granularity))
+    _randomise_corrections(tiny_llama)
+    ids = _ids(T=24, B=1)
+    with torch.no_grad():
+        reset_state(tiny_llama)
+        full = tiny_llama(input_ids=ids).logits
+        reset_state(tiny_llama)
+        out = tiny_llama(input_ids=ids[:, :16], use_cache=True)
+        steps = [out.logits]
+        for t in range(16, 24):
+            kw = (
+                {"cache": out.cache}
+                if getattr(out, "cache", None) is not None
+                else {"past_key_values": out.past_key_values}
+            )
+            out = tiny_llama(input_ids=ids[:, t : t + 1], use_cache=True, **kw)
+            steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-4, atol=1e-5)
+
+
+def test_save_load_round_trip_and_fingerprint(tiny_llama, tmp_path):
+    backbone = copy.deepcopy(tiny_llama)
+    attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity="message"))
+    _randomise_corrections(tiny_llama)
+    ids = _ids()
+    with torch.no_grad():
+        ref = tiny_llama(input_ids=ids).logits
+    path = save_adapter(tiny_llama, tmp_path / "a.safetensors")
+    assert path.stat().st_size < 1024 * 1024
+    other = copy.deepcopy(backbone)
+    cfg = load_adapter(other, path)
+    assert cfg.write_granularity == "message"
+    assert count_memory_parameters(other) == count_memory_parameters(tiny_llama)
+    with torch.no_grad():
+        assert torch.equal(other(input_ids=ids).logits, ref)
+    # another backbone: a clear error, and the model is left untouched
+    from delta_mem.experiments import random_llama
+
+    stranger = random_llama(1, hidden=32, layers=2)
+    assert backbone_fingerprint(stranger) != backbone_fingerprint(backbone)
+    with pytest.raises(InputError, match="another backbone"):
+        load_adapter(stranger, path)
+    assert not memory_layers(stranger)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a safetensors file")
+    with pytest.raises(InputError, match="not a readable safetensors"):
+        load_adapter(copy.deepcopy(backbone), bad)
+    with pytest.raises(InputError, match="is not a file"):
+        load_adapter(copy.deepcopy(backbone), tmp_path / "missing.safetensors")
+
+
+def test_bad_inputs(tiny_llama):
+    with pytest.raises(InputError, match="rank"):
+        attach_delta_mem(tiny_llama, DeltaMemConfig(rank=0))
+    with pytest.raises(InputError, match="write_granularity"):
+        attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity="paragraph"))
+    with pytest.raises(InputError, match="layers"):
+        attach_delta_mem(tiny_llama, DeltaMemConfig(layers=(5,)))
+
+    class GPT2Like(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.Module()
+            self.attn.c_attn = torch.nn.Linear(8, 24)
+            self.attn.c_proj = torch.nn.Linear(8, 8)
+
+    with pytest.raises(InputError, match=r"q_proj.*found: Module\(c_attn,c_proj\) at attn"):
+        attach_delta_mem(GPT2Like())
+    attach_delta_mem(tiny_llama)
+    with pytest.raises(InputError, match="already"):
+        attach_delta_mem(tiny_llama)
+    emb = tiny_llama.get_input_embeddings()(_ids())
+    emb[0, 3, 0] = float("nan")
+    with pytest.raises(InputError, match="NaN"):
+        tiny_llama(inputs_embeds=emb)
+    reset_state(tiny_llama)
+    tiny_llama(input_ids=_ids(B=2))
+    with pytest.raises(InputError, match="batch size"):
+        tiny_llama(input_ids=_ids(B=3))
+
+
+def test_sentence_granularity_needs_input_ids(tiny_llama):
+    attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity="sentence"))
+    emb = tiny_llama.get_input_embeddings()(_ids())
+    with pytest.raises(InputError, match="input_ids"):
+        tiny_llama(inputs_embeds=emb)
+
+
+def test_default_state_is_8x8_and_adapter_is_small():
+    from delta_mem.experiments import random_llama
+
+    m = random_llama(0, hidden=256, layers=4)
+    attach_delta_mem(m)
+    assert all(layer.cfg.rank == 8 for layer in memory_layers(m))
+    n = count_memory_parameters(m)
+    assert 4 * n < 400 * 1024  # float32 bytes: a few hundred KB for a 256-wide, 4-layer backbone

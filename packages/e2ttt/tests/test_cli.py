@@ -1,0 +1,124 @@
+"""The CLI through main(argv), a subprocess smoke test, bad input at the command line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from e2ttt import __version__
+from e2ttt.cli import main
+
+
+def test_bench_quick_writes_records(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["bench", "--quick", "--out", str(out)]) == 0
+    recs = json.loads(out.read_text())
+    assert {r["benchmark"] for r in recs} == {
+        "chunk-update-vs-loop-quick",
+        "chunk-update-vs-reference-quick",
+        "layer-train-vs-chunkavg-quick",
+    }
+    assert all(r["ratio"] > 0 for r in recs)
+    assert "closed form" in capsys.readouterr().out
+
+
+def test_train_and_reproduce_tiny(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    # length 134 with 8 MQAR pairs leaves no filler, so the test never reads the testbed's corpus
+    tiny = [
+        "--d-model",
+        "16",
+        "--layers",
+        "1",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--n-eval",
+        "1",
+        "--factor",
+        "1",
+        "--train-len",
+        "134",
+    ]
+    assert main(["train", *tiny, "--tasks", "mqar", "--out", str(tmp_path / "m")]) == 0
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert (
+        cfg["rule"] == "e2ttt"
+        and "mqar@134" in cfg["eval"]
+        and (tmp_path / "m" / "model.safetensors").is_file()
+    )
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "reproduce",
+                *tiny,
+                "--tasks",
+                "mqar",
+                "--rules",
+                "e2ttt",
+                "swa",
+                "--seeds",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    res = json.loads(out.read_text())
+    assert set(res["result"]["summary"]) == {"e2ttt", "swa"} and len(res["targets"]) == 2
+    assert "mqar@134" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--train-len", "16"],
+        ["train", "--d-model", "10", "--heads", "3"],
+        ["train", "--base-lr", "-1"],
+        ["train", "--steps", "0"],
+        ["reproduce", "--jobs", "0"],
+        ["bench", "--repeat", "0"],
+        ["train", "--rule", "mamba"],
+    ],
+)
+def test_bad_input_exits_2(argv, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (err and err[-1].startswith(("error:", "usage:", "e2ttt"))) or "invalid choice" in err[-1]
+    assert not (tmp_path / "x").exists()
+
+
+def test_demo_runs(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "buffered decoding" in out and "closed form" in out
+
+
+def test_version_subprocess():
+    proc = subprocess.run(
+        [sys.executable, "-m", "e2ttt.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == f"e2ttt {__version__}"
+
+
+def test_far_questions_are_out_of_the_window():
+    pytest.importorskip("papershelf_lm")
+    from e2ttt.experiments import far_questions
+    from papershelf_lm.tasks import mqar
+
+    s = mqar(134, 3, pairs=8)  # 134 tokens with 8 pairs: no corpus filler
+    far = far_questions(s, 12)
+    assert far.shape == (s.n_questions,) and far.any() and not far.all()
+    for k in range(s.n_questions):
+        key_pos = int((s.question == k).nonzero()[0][0]) - 2
+        assert s.ids[key_pos + 1] == s.ids[int((s.question == 0).nonzero()[0][0]) - 1]  # the <val> marker
+        recent = s.ids[max(0, key_pos - 12) : key_pos]
+        assert far[k] == (s.ids[key_pos] not in recent)
+    assert far_questions(s, 1000).sum() == 0  # everything is "near" when the window covers the sequence

@@ -1,0 +1,139 @@
+"""The closed-form chunk transition against the per-token loop (float64), and its special cases."""
+
+import pytest
+import torch
+from e2ttt.baselines import chunk_average_update, no_momentum_update
+from e2ttt.chunk import chunked_memory, e2ttt_chunk_update, per_token_chunk_update, token_weights
+from e2ttt.reference import chunk_loop, gd_momentum_tokenwise, sequence_loop, token_gradients
+from e2ttt.testing import DT, problem, rel
+
+
+def close(a, b, rtol=1e-12):
+    assert float((a - b).norm() / b.norm()) < rtol
+
+
+@pytest.mark.parametrize(
+    "variant,L", [("mlp", 1), ("mlp", 16), ("mlp", 512), ("swiglu", 1), ("swiglu", 16), ("linear", 16)]
+)
+def test_closed_form_equals_per_token_loop(variant, L):
+    small = L == 512
+    args = problem(variant, B=1 if small else 2, H=2, d=3 if small else 4, dh=4 if small else 6, L=L, seed=L)
+    W1, m1 = e2ttt_chunk_update(*args, validate=True)
+    W2, m2 = chunk_loop(*args)
+    assert rel(W1, W2) < 1e-10 and rel(m1, m2) < 1e-10
+    W3, m3 = per_token_chunk_update(*args)  # the optimised sequential loop (benchmarked) agrees too
+    assert rel(W3, W2) < 1e-10 and rel(m3, m2) < 1e-10
+
+
+def test_the_loop_is_not_trivially_equal():
+    """Guard: permuting the gates in time changes the result, so the tests above see the temporal order."""
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=16)
+    W1, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb, lw, lb_)
+    W2, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb.flip(-1), lw, lb_)
+    assert rel(W1, W2) > 1e-3
+
+
+def test_token_weights_match_the_products():
+    g = torch.Generator().manual_seed(3)
+    L = 12
+    beta, gamma = torch.rand(L, generator=g, dtype=DT), torch.rand(L, generator=g, dtype=DT)
+    tw = token_weights(gamma.log()[None, None], beta.log()[None, None])
+
+    def prod(x, lo, hi):  # ∏_{j=lo}^{hi} x_j (empty = 1)
+        return torch.prod(x[lo : hi + 1]) if hi >= lo else torch.tensor(1.0, dtype=DT)
+
+    alpha = [sum(prod(gamma, q + 1, L - 1) * prod(beta, i + 1, q) for q in range(i, L)) for i in range(L)]
+    carry_m = sum(prod(gamma, q + 1, L - 1) * prod(beta, 0, q) for q in range(L))
+    close(tw.w_W[0, 0], torch.stack(alpha))
+    close(tw.w_m[0, 0], torch.stack([prod(beta, i + 1, L - 1) for i in range(L)]))
+    close(tw.carry_u[0, 0], torch.prod(gamma))
+    close(tw.carry_m[0, 0], carry_m)
+
+
+def test_chunk_size_one_is_tokenwise_gd_with_momentum():
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=20, seed=5)
+    Wc, mc = W, m
+    for t in range(20):
+        sl = slice(t, t + 1)
+        Wc, mc = e2ttt_chunk_update(
+            fw, Wc, mc, k[:, :, sl], v[:, :, sl], lr[..., sl], lg[..., sl], lb[..., sl], lw, lb_
+        )
+    Wr, mr = gd_momentum_tokenwise(fw, W, m, k, v, lr, lg, lb, lw, lb_)
+    assert rel(Wc, Wr) < 1e-10 and rel(mc, mr) < 1e-10
+    # and chunk size 1 is also where the chunk-averaged ablation coincides with E²-TTT
+    sl = slice(0, 1)
+    a = e2ttt_chunk_update(fw, W, m, k[:, :, sl], v[:, :, sl], lr[..., sl], lg[..., sl], lb[..., sl], lw, lb_)
+    b = chunk_average_update(
+        fw, W, m, k[:, :, sl], v[:, :, sl], lr[..., sl], lg[..., sl], lb[..., sl], lw, lb_
+    )
+    assert rel(a[0], b[0]) < 1e-12 and rel(a[1], b[1]) < 1e-12
+
+
+def test_beta_to_zero_gives_the_no_momentum_weights():
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=16, seed=7)
+    zero = torch.full_like(lb, float("-inf"))  # β = 0 exactly
+    tw = token_weights(lg, zero)
+    suffix_gamma = torch.exp(lg.sum(-1, keepdim=True) - torch.cumsum(lg, -1))  # Sγ_i
+    close(tw.w_W, suffix_gamma)
+    assert float(tw.carry_m.abs().max()) < 1e-20
+    # the chunk-end W is decayed GD without momentum: ∏γ W_s − Σ Sγ_i lr_i g_i
+    W1, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, zero, lw, lb_)
+    grads = token_gradients(fw, W, k, v, lw, lb_)
+    expect = [
+        torch.exp(lg.sum(-1))[..., None, None] * W[j]
+        - sum((suffix_gamma[..., t] * lr[..., t])[..., None, None] * grads[t][j] for t in range(16))
+        for j in range(len(W))
+    ]
+    assert rel(W1, expect) < 1e-10
+    assert rel(W1, chunk_loop(fw, W, m, k, v, lr, lg, zero, lw, lb_)[0]) < 1e-10
+    # a small β converges to it
+    Wsmall, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, torch.full_like(lb, -30.0), lw, lb_)
+    assert rel(Wsmall, W1) < 1e-10
+    # and with γ = 1 as well, it is plain large-chunk GD (the LaCT-style baseline)
+    one = torch.zeros_like(lg)
+    a = e2ttt_chunk_update(fw, W, tuple(torch.zeros_like(x) for x in m), k, v, lr, one, zero, lw, lb_)[0]
+    b = no_momentum_update(fw, W, m, k, v, lr, one, zero, lw, lb_)[0]
+    assert rel(a, b) < 1e-12
+
+
+def test_state_carried_across_chunks_equals_the_loop():
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=37, seed=11)
+    q = torch.randn_like(k)
+    out_r, W_r, m_r = sequence_loop(fw, W, m, q, k, v, lr, lg, lb, lw, lb_, chunk=8)
+    out_f, W_f, m_f, buf = chunked_memory(fw, W, m, q, k, v, lr, lg, lb, lw, lb_, chunk=8)
+    assert rel([out_f], [out_r]) < 1e-10 and rel(W_f, W_r) < 1e-10 and rel(m_f, m_r) < 1e-10
+    assert buf["k"].shape[2] == 37 % 8  # the unfinished chunk is buffered, not applied
+    # buffered: feeding the sequence in odd pieces gives the same outputs and states
+    outs, Wb, mb, bb, s = [], W, m, None, 0
+    for n in (3, 1, 9, 8, 2, 14):
+        sl = slice(s, s + n)
+        o, Wb, mb, bb = chunked_memory(
+            fw,
+            Wb,
+            mb,
+            q[:, :, sl],
+            k[:, :, sl],
+            v[:, :, sl],
+            lr[..., sl],
+            lg[..., sl],
+            lb[..., sl],
+            lw,
+            lb_,
+            chunk=8,
+            buf=bb,
+        )
+        outs.append(o)
+        s += n
+    assert s == 37
+    assert rel([torch.cat(outs, 2)], [out_r]) < 1e-10 and rel(Wb, W_r) < 1e-10 and rel(mb, m_r) < 1e-10
+
+
+def test_queries_read_the_chunk_start_weights():
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=16, seed=2)
+    q = torch.randn_like(k)
+    out, *_ = chunked_memory(fw, W, m, q, k, v, lr, lg, lb, lw, lb_, chunk=8)
+    assert torch.equal(out[:, :, :8], fw.apply(W, q[:, :, :8], lw, lb_))
+    W8, _ = e2ttt_chunk_update(
+        fw, W, m, k[:, :, :8], v[:, :, :8], lr[..., :8], lg[..., :8], lb[..., :8], lw, lb_
+    )
+    close(out[:, :, 8:], fw.apply(W8, q[:, :, 8:], lw, lb_))

@@ -1,0 +1,415 @@
+"""The headline experiment at small scale: personalised federated LoRA on skewed digits clients.
+
+For one seed and one skew, every method runs on the same clients, the same pretrained base and the same
+FedAvg (FedIT) trajectory:
+
+* FedAvg for ``rounds`` rounds; FedAvg + FT (the global adapter fine-tuned for ``local_model_steps``);
+  Ditto and APFL riding on the same rounds; local-only (``local_model_steps`` on the client alone);
+* Potara: FedIT for ``potara_rounds`` (default half of ``rounds``), the local adapter above, λ* in closed
+  form from ``fisher_n`` held-out samples per client, merged (factors by default);
+* the fixed-λ grid on Potara's endpoints (best fixed λ in hindsight, and the per-client oracle);
+* communication curves: Potara's accuracy after every checkpoint round, FedAvg + FT's after a few, with
+  the metered bytes of each round.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from papershelf.errors import InputError, check_int, check_number
+from potara_merge.baselines import APFL, Ditto, finetune
+from potara_merge.data import digits_federation, parse_skew
+from potara_merge.federated import (
+    accuracy,
+    base_mlp,
+    fedavg,
+    get_state,
+    lora_model,
+    mix,
+    pretrain,
+    state_bytes,
+    train,
+)
+from potara_merge.lora import merge_lora
+from potara_merge.potara import personalise
+
+
+@dataclass
+class SimConfig:
+    n_clients: int = 20
+    rounds: int = 30
+    skew: str = "dirichlet:0.3"
+    hidden: int = 64
+    rank: int = 4
+    lora_alpha: float = 8.0
+    local_steps: int = 5  # client steps per FedAvg round
+    local_model_steps: int = 100  # Potara's local adapter and FedAvg+FT's fine-tuning budget
+    lr: float = 5e-3
+    potara_frac: float = 0.5  # Potara's federated rounds = ceil(frac * rounds)
+    ditto_mu: float = 0.1
+    fisher: str = "empirical"
+    fisher_n: int = 30
+    damping: float = 1e-3
+    mode: str = "factors"
+    pretrain_steps: int = 300
+    public_frac: float = 0.15
+    grid: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
+    ft_curve_points: int = 3
+    augment: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> SimConfig:
+        check_int("--clients", self.n_clients, low=1)
+        check_int("--rounds", self.rounds, low=1)
+        parse_skew(self.skew)
+        check_int("--rank", self.rank, low=1)
+        check_int("--local-steps", self.local_steps, low=1)
+        check_int("--local-model-steps", self.local_model_steps, low=1)
+        check_number("--potara-frac", self.potara_frac, low=0, high=1, low_open=True)
+        check_number("--lr", self.lr, low=0, low_open=True)
+        if self.mode not in ("factors", "product"):
+            raise InputError(f"--mode must be factors or product; got {self.mode!r}")
+        if self.fisher not in ("empirical", "expected"):
+            raise InputError(f"--fisher must be empirical or expected; got {self.fisher!r}")
+        return self
+
+    @property
+    def potara_rounds(self) -> int:
+        return max(1, math.ceil(self.potara_frac * self.rounds))
+
+
+def _mean(xs) -> float:
+    return float(np.mean(xs))
+
+
+def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
+    """One seed of every method on one federation; accuracies are means over clients (in %)."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    fed = digits_federation(
+        cfg.n_clients,
+        cfg.skew,
+        seed=seed,
+        fisher_n=cfg.fisher_n,
+        public_frac=cfg.public_frac,
+        augment=cfg.augment,
+    )
+    clients = fed.clients
+    base = base_mlp(fed.n_features, cfg.hidden, fed.n_classes, seed=seed)
+    pretrain(base, fed.public_X, fed.public_y, steps=cfg.pretrain_steps, seed=seed)
+    base_copy = copy.deepcopy(base)
+    model = lora_model(base, rank=cfg.rank, alpha=cfg.lora_alpha, seed=seed)
+    init = get_state(model)
+    config = {"r": cfg.rank, "lora_alpha": cfg.lora_alpha}
+    R, Rp = cfg.rounds, cfg.potara_rounds
+
+    ditto = Ditto(model, clients, init, mu=cfg.ditto_mu, steps=cfg.local_steps, lr=cfg.lr, seed=seed)
+    apfl = APFL(model, clients, init, steps=cfg.local_steps, lr=cfg.lr, seed=seed)
+
+    def hook(r, w, locs):
+        ditto.on_round(r, w, locs)
+        apfl.on_round(r, w, locs)
+
+    ft_points = sorted(
+        {max(1, round(R * k / cfg.ft_curve_points)) for k in range(1, cfg.ft_curve_points + 1)}
+    )
+    run = fedavg(
+        model, clients, init, rounds=R, local_steps=cfg.local_steps, lr=cfg.lr, seed=seed, on_round=hook
+    )
+    t_fed = time.perf_counter()
+    wR = run.checkpoints[R]
+
+    def acc(state, c):
+        return 100.0 * accuracy(model, state, c.X_test, c.y_test)
+
+    # local adapters (no communication)
+    locs = [
+        train(
+            model, init, c.X_train, c.y_train, steps=cfg.local_model_steps, lr=cfg.lr, seed=seed * 131 + c.cid
+        )
+        for c in clients
+    ]
+    res: dict = {"seed": seed, "skew": cfg.skew}
+    accs: dict[str, float] = {}
+    accs["local"] = _mean([acc(s, c) for s, c in zip(locs, clients, strict=True)])
+    accs["fedavg"] = _mean([acc(wR, c) for c in clients])
+    accs["ditto"] = _mean([acc(ditto.personal[i], c) for i, c in enumerate(clients)])
+    accs["apfl"] = _mean([acc(apfl.personalised(i, wR), c) for i, c in enumerate(clients)])
+
+    def ft_acc(w):
+        return _mean(
+            [
+                acc(finetune(model, w, c, steps=cfg.local_model_steps, lr=cfg.lr, seed=seed * 131 + c.cid), c)
+                for c in clients
+            ]
+        )
+
+    ft_curve = {r: ft_acc(run.checkpoints[r]) for r in ft_points}
+    accs["fedavg_ft"] = ft_curve[R]
+
+    def potara_at(w, **kw):
+        out, lams = [], []
+        for s, c in zip(locs, clients, strict=True):
+            merged, info = personalise(
+                model,
+                w,
+                s,
+                c.X_fisher,
+                c.y_fisher,
+                damping=cfg.damping,
+                client=c.cid,
+                config=config,
+                **{"fisher": cfg.fisher, **kw},
+            )
+            if kw.get("mode", "factors") == "product":
+                out.append(100.0 * accuracy(prod_model, merged, c.X_test, c.y_test))
+            else:
+                out.append(acc(merged, c))
+            lams.append(info.total.weight)
+        return _mean(out), out, lams
+
+    prod_model = lora_model(copy.deepcopy(base_copy), rank=2 * cfg.rank, alpha=2 * cfg.lora_alpha, seed=seed)
+    curve = {}
+    for r in sorted(run.checkpoints):
+        curve[r] = potara_at(run.checkpoints[r], mode=cfg.mode)[0]
+    wp = run.checkpoints[Rp]
+    accs["potara"], per_client, lams = potara_at(wp, mode=cfg.mode)
+    accs["potara_per_module"] = potara_at(wp, mode=cfg.mode, per_module=True)[0]
+    accs["potara_no_cross"] = potara_at(wp, mode=cfg.mode, cross=False)[0]
+    other = "product" if cfg.mode == "factors" else "factors"
+    accs[f"potara_{other}"] = potara_at(wp, mode=other)[0]
+    accs["potara_full_rounds"] = potara_at(wR, mode=cfg.mode)[0]
+    other_fisher = "expected" if cfg.fisher == "empirical" else "empirical"
+    accs[f"potara_{other_fisher}_fisher"] = potara_at(wp, mode=cfg.mode, fisher=other_fisher)[0]
+    n_all = float(sum(c.n_train for c in clients))
+    accs["potara_data_counts"] = _mean(
+        [
+            acc(
+                personalise(
+                    model,
+                    wp,
+                    s,
+                    c.X_fisher,
+                    c.y_fisher,
+                    fisher=cfg.fisher,
+                    damping=cfg.damping,
+                    n_fed=n_all,
+                    n_loc=float(c.n_train),
+                    client=c.cid,
+                )[0],
+                c,
+            )
+            for s, c in zip(locs, clients, strict=True)
+        ]
+    )
+    accs["fixed_0.5"] = None  # filled from the grid below
+    grid = {}
+    for lam in cfg.grid:
+        if cfg.mode == "factors":
+            grid[lam] = [acc(mix(wp, s, lam), c) for s, c in zip(locs, clients, strict=True)]
+        else:
+            grid[lam] = [
+                100.0 * accuracy(prod_model, merge_lora(wp, s, lam, mode="product")[0], c.X_test, c.y_test)
+                for s, c in zip(locs, clients, strict=True)
+            ]
+    grid_mean = {lam: _mean(v) for lam, v in grid.items()}
+    best_lam = max(grid_mean, key=grid_mean.get)
+    accs["fixed_0.5"] = grid_mean.get(0.5, float("nan"))
+    accs["best_fixed"] = grid_mean[best_lam]
+    accs["oracle_per_client"] = _mean([max(grid[lam][i] for lam in cfg.grid) for i in range(len(clients))])
+    adapter = state_bytes(init)
+    res.update(
+        accs=accs,
+        best_fixed_lambda=best_lam,
+        grid=grid_mean,
+        potara_lambdas=lams,
+        potara_per_client=per_client,
+        potara_curve=curve,
+        ft_curve=ft_curve,
+        bytes_at=run.bytes_at,
+        adapter_bytes=adapter,
+        rounds=R,
+        potara_rounds=Rp,
+        seconds={"fedavg+ditto+apfl": t_fed - t0, "total": time.perf_counter() - t0},
+        _module_of=None,
+    )
+    res.pop("_module_of")
+    log(
+        f"  seed {seed} {cfg.skew}: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in accs.items())
+        + f" | best λ {best_lam} | {time.perf_counter() - t0:.0f}s"
+    )
+    return res
+
+
+def bytes_to_reach(curve: dict[int, float], bytes_at: dict[int, int], target: float) -> float:
+    """Bytes at the first checkpoint whose accuracy is ≥ target (inf if never)."""
+    for r in sorted(curve):
+        if curve[r] >= target - 1e-9:
+            return float(bytes_at[r])
+    return math.inf
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Means over seeds, the communication comparison, and the targets of the issue."""
+    methods = list(runs[0]["accs"])
+    mean = {m: _mean([r["accs"][m] for r in runs]) for m in methods}
+    std = {m: float(np.std([r["accs"][m] for r in runs])) for m in methods}
+    bytes_at = runs[0]["bytes_at"]  # identical across seeds (full participation, same adapter)
+    pc = {r: _mean([x["potara_curve"][r] for x in runs]) for r in runs[0]["potara_curve"]}
+    fc = {r: _mean([x["ft_curve"][r] for x in runs]) for r in runs[0]["ft_curve"]}
+    ft_final = fc[max(fc)]
+    ft_bytes = bytes_to_reach(fc, bytes_at, ft_final)
+    po_bytes = bytes_to_reach(pc, bytes_at, ft_final)
+    per_seed_ratio = []
+    for x in runs:
+        f = x["ft_curve"]
+        fb = bytes_to_reach(f, bytes_at, f[max(f)])
+        per_seed_ratio.append(bytes_to_reach(x["potara_curve"], bytes_at, f[max(f)]) / fb)
+    return {
+        "mean": mean,
+        "std": std,
+        "seeds": [r["seed"] for r in runs],
+        "potara_curve": pc,
+        "ft_curve": fc,
+        "ft_final": ft_final,
+        "ft_bytes_to_final": ft_bytes,
+        "potara_bytes_to_ft_final": po_bytes,
+        "bytes_ratio": po_bytes / ft_bytes,
+        "bytes_ratio_per_seed": per_seed_ratio,
+        "bytes_at": bytes_at,
+        "adapter_bytes": runs[0]["adapter_bytes"],
+        "mean_lambda": _mean([_mean(r["potara_lambdas"]) for r in runs]),
+    }
+
+
+def targets(summary: dict, skew: str) -> list[dict]:
+    m = summary["mean"]
+    tag = skew.replace(":", "")
+    return [
+        {
+            "name": f"potara-vs-best-fixed-{tag}",
+            "metric": "mean personalised accuracy (%), Potara − best fixed λ",
+            "candidate": m["potara"],
+            "baseline": m["best_fixed"],
+            "value": m["potara"] - m["best_fixed"],
+            "bound": -0.5,
+            "better": "higher",
+            "met": m["potara"] >= m["best_fixed"] - 0.5,
+        },
+        {
+            "name": f"potara-vs-fedavg-ft-{tag}",
+            "metric": "mean personalised accuracy (%), Potara − FedAvg+FT",
+            "candidate": m["potara"],
+            "baseline": m["fedavg_ft"],
+            "value": m["potara"] - m["fedavg_ft"],
+            "bound": 0.0,
+            "better": "higher",
+            "met": m["potara"] >= m["fedavg_ft"],
+        },
+        {
+            "name": f"bytes-to-ft-final-{tag}",
+            "metric": "bytes to reach FedAvg+FT's final accuracy, Potara / FedAvg+FT",
+            "candidate": summary["potara_bytes_to_ft_final"],
+            "baseline": summary["ft_bytes_to_final"],
+            "value": summary["bytes_ratio"],
+            "bound": 0.5,
+            "better": "lower",
+            "met": bool(summary["bytes_ratio"] <= 0.5),
+        },
+    ]
+
+
+def experiment(cfg: SimConfig, seeds: list[int], *, log=print) -> dict:
+    cfg.validate()
+    runs = [run_seed(cfg, s, log=log) for s in seeds]
+    summ = summarise(runs)
+    return {"config": asdict(cfg), "runs": runs, "summary": summ, "targets": targets(summ, cfg.skew)}
+
+
+def json_safe(obj):
+    """Replace inf/nan (e.g. "never reached" byte counts) by None so the result is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+METHOD_ORDER = (
+    "local",
+    "fedavg",
+    "fedavg_ft",
+    "ditto",
+    "apfl",
+    "fixed_0.5",
+    "best_fixed",
+    "oracle_per_client",
+    "potara",
+    "potara_per_module",
+    "potara_no_cross",
+    "potara_product",
+    "potara_factors",
+    "potara_full_rounds",
+    "potara_data_counts",
+    "potara_expected_fisher",
+    "potara_empirical_fisher",
+)
+
+
+def table(result: dict) -> str:
+    s = result["summary"]
+    cfg = result["config"]
+    lines = [
+        f"skew {cfg['skew']}, {cfg['n_clients']} clients, {cfg['rounds']} rounds "
+        f"(Potara {math.ceil(cfg['potara_frac'] * cfg['rounds'])}), "
+        f"seeds {s['seeds']}, adapter {s['adapter_bytes']} B",
+        f"{'method':>20}  {'acc %':>6}  {'± sd':>5}",
+    ]
+    for m in METHOD_ORDER:
+        if m in s["mean"]:
+            lines.append(f"{m:>20}  {s['mean'][m]:6.2f}  {s['std'][m]:5.2f}")
+    lines.append(f"mean Potara λ (federated weight): {s['mean_lambda']:.3f}")
+    lines.append(
+        f"bytes to reach FedAvg+FT final ({s['ft_final']:.2f}%): "
+        f"Potara {s['potara_bytes_to_ft_final']:.4g} vs "
+        f"FedAvg+FT {s['ft_bytes_to_final']:.4g} (ratio {s['bytes_ratio']:.3f})"
+    )
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path) -> bool:
+    """Accuracy vs bytes: Potara's curve and FedAvg+FT's, one panel per skew."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, res in zip(axes[0], results, strict=True):
+        s = res["summary"]
+        b = s["bytes_at"]
+        pc, fc = s["potara_curve"], s["ft_curve"]
+        ax.plot([b[r] / 1e6 for r in sorted(pc)], [pc[r] for r in sorted(pc)], "o-", label="Potara")
+        ax.plot([b[r] / 1e6 for r in sorted(fc)], [fc[r] for r in sorted(fc)], "s--", label="FedAvg + FT")
+        ax.axhline(s["mean"]["best_fixed"], color="grey", lw=0.8, label="best fixed λ (Potara rounds)")
+        ax.set_title(res["config"]["skew"])
+        ax.set_xlabel("MB sent (up + down)")
+        ax.set_ylabel("mean personalised accuracy (%)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    from papershelf.repro import atomic_path
+
+    with atomic_path(path, mode="wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,151 @@
+"""Diagonal Fisher and per-coordinate gradient correlation from per-sample gradients (torch.func).
+
+Both are computed for a classifier ``model(x) -> logits`` with respect to a chosen set of its parameters
+(by default the trainable ones, i.e. the LoRA factors of a PEFT model):
+
+* empirical Fisher  ``F_j = mean_s (∂_j log p(y_s | x_s))²`` (uses the client's labels);
+* expected Fisher   ``F_j = mean_s Σ_k p_k(x_s) (∂_j log p(k | x_s))²`` (the model's own predictive);
+* gradient correlation ``ρ_j = Σ_s g^F_sj g^L_sj / √(Σ_s (g^F_sj)² Σ_s (g^L_sj)²)`` between the
+  federated and the local model's per-sample gradients on the same samples (uncentred, like the Fisher).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from papershelf.errors import InputError
+
+
+def trainable_names(model: nn.Module) -> list[str]:
+    """Names of the parameters that require grad (the LoRA factors of a PEFT model)."""
+    return [n for n, p in model.named_parameters() if p.requires_grad]
+
+
+def _check_xy(X: torch.Tensor, y: torch.Tensor | None, who: str) -> None:
+    if X.ndim < 2 or X.shape[0] == 0:
+        raise InputError(f"{who}: no samples to estimate the Fisher from (X has shape {tuple(X.shape)})")
+    if not torch.isfinite(X).all():
+        raise InputError(f"{who}: inputs contain NaN or inf")
+    if y is not None and y.shape[0] != X.shape[0]:
+        raise InputError(f"{who}: {X.shape[0]} inputs but {y.shape[0]} labels")
+
+
+def per_sample_grads(
+    model: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    names: Sequence[str] | None = None,
+    *,
+    method: str = "loop",
+) -> dict[str, torch.Tensor]:
+    """``∇ log p(y_s | x_s)`` for every sample s: a dict name -> (n, *param.shape).
+
+    ``method="loop"`` runs one backward per sample (cheap for the ~30 Fisher samples, and it avoids
+    importing torch.func); ``method="vmap"`` vectorises with ``torch.func`` (same numbers).
+    """
+    _check_xy(X, y, "per_sample_grads")
+    if method == "loop":
+        return per_sample_grads_loop(model, X, y, names)
+    if method != "vmap":
+        raise InputError(f"per_sample_grads: method must be 'loop' or 'vmap', got {method!r}")
+    from torch.func import functional_call, grad, vmap
+
+    names = list(names) if names is not None else trainable_names(model)
+    params = dict(model.named_parameters())
+    sel = {n: params[n].detach() for n in names}
+
+    def logp(p, x, t):
+        out = functional_call(model, p, (x[None],))
+        return torch.log_softmax(out, dim=-1)[0].gather(0, t.reshape(1))[0]
+
+    return vmap(grad(logp), in_dims=(None, 0, 0))(sel, X, y)
+
+
+def per_sample_grads_loop(
+    model: nn.Module, X: torch.Tensor, y: torch.Tensor, names: Sequence[str] | None = None
+) -> dict[str, torch.Tensor]:
+    """The same as :func:`per_sample_grads` with one autograd backward per sample (the slow reference)."""
+    names = list(names) if names is not None else trainable_names(model)
+    params = dict(model.named_parameters())
+    rows = []
+    for s in range(X.shape[0]):
+        lp = torch.log_softmax(model(X[s : s + 1]), dim=-1)[0, y[s]]
+        gs = torch.autograd.grad(lp, [params[n] for n in names], allow_unused=True)
+        rows.append([torch.zeros_like(params[n]) if g is None else g for n, g in zip(names, gs, strict=True)])
+    return {n: torch.stack([r[i] for r in rows]) for i, n in enumerate(names)}
+
+
+def diag_fisher(
+    model: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor | None = None,
+    names: Sequence[str] | None = None,
+    *,
+    kind: str = "empirical",
+) -> dict[str, torch.Tensor]:
+    """Diagonal Fisher of ``model`` on ``(X, y)``: ``kind`` "empirical" (needs y) or "expected"."""
+    names = list(names) if names is not None else trainable_names(model)
+    if not names:
+        raise InputError("diag_fisher: the model has no parameters to estimate a Fisher for")
+    if kind == "empirical":
+        if y is None:
+            raise InputError("diag_fisher: kind='empirical' needs the labels y")
+        g = per_sample_grads(model, X, y, names)
+        return {n: (g[n] ** 2).mean(0) for n in names}
+    if kind != "expected":
+        raise InputError(f"diag_fisher: kind must be 'empirical' or 'expected', got {kind!r}")
+    _check_xy(X, None, "diag_fisher")
+    params = dict(model.named_parameters())
+    plist = [params[n] for n in names]
+    out = {n: torch.zeros_like(params[n]) for n in names}
+    for s in range(X.shape[0]):  # F = mean_s Σ_k p_k (∇ log p_k)², exactly, one backward per class
+        logp = torch.log_softmax(model(X[s : s + 1]), dim=-1)[0]
+        probs = logp.detach().exp()
+        for k in range(logp.shape[0]):
+            gs = torch.autograd.grad(logp[k], plist, retain_graph=True, allow_unused=True)
+            for n, g in zip(names, gs, strict=True):
+                if g is not None:
+                    out[n] += probs[k] * g**2
+    return {n: v / X.shape[0] for n, v in out.items()}
+
+
+def grad_correlation(
+    model_fed: nn.Module,
+    model_loc: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    names: Sequence[str] | None = None,
+    *,
+    eps: float = 1e-30,
+) -> dict[str, torch.Tensor]:
+    """Per-coordinate correlation of the two models' per-sample gradients on the same samples (in [-1, 1])."""
+    names = list(names) if names is not None else trainable_names(model_fed)
+    gf = per_sample_grads(model_fed, X, y, names)
+    gl = per_sample_grads(model_loc, X, y, names)
+    return {n: correlation(gf[n], gl[n], eps) for n in names}
+
+
+def correlation(gf: torch.Tensor, gl: torch.Tensor, eps: float = 1e-30) -> torch.Tensor:
+    """Uncentred per-coordinate correlation of two (n, ...) stacks of per-sample gradients."""
+    num = (gf * gl).sum(0)
+    den = torch.sqrt((gf**2).sum(0) * (gl**2).sum(0))
+    return torch.where(den > eps, num / den.clamp_min(eps), torch.zeros_like(num))
+
+
+def fisher_and_correlation(
+    model_fed: nn.Module,
+    model_loc: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    names: Sequence[str] | None = None,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Empirical Fisher of both models and their gradient correlation from one set of per-sample grads."""
+    names = list(names) if names is not None else trainable_names(model_fed)
+    gf = per_sample_grads(model_fed, X, y, names)
+    gl = per_sample_grads(model_loc, X, y, names)
+    ff = {n: (gf[n] ** 2).mean(0) for n in names}
+    fl = {n: (gl[n] ** 2).mean(0) for n in names}
+    return ff, fl, {n: correlation(gf[n], gl[n], 1e-30) for n in names}

@@ -1,0 +1,82 @@
+"""Merging PEFT adapter folders from the command line or Python, and Fisher files (safetensors)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from papershelf.errors import InputError
+from potara_merge.lora import canonical_key, load_adapter, lora_modules, merge_lora, save_adapter
+from potara_merge.weights import global_traces, module_traces
+
+
+def save_fisher(path: str | os.PathLike[str], fisher: Mapping[str, torch.Tensor], prefix: str = "") -> None:
+    """Write a diagonal Fisher (or gradient correlation) as safetensors under PEFT's saved key names."""
+    from safetensors.torch import save
+
+    from papershelf.repro import atomic_path
+
+    tensors = {prefix + canonical_key(k): v.detach().float().contiguous() for k, v in fisher.items()}
+    with atomic_path(path, mode="wb") as fh:
+        fh.write(save(tensors))
+
+
+def load_fisher(path: str | os.PathLike[str], who: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    if not Path(path).is_file():
+        raise InputError(f"{who} {str(path)!r} is not a file")
+    try:
+        return {canonical_key(k): v for k, v in load_file(str(path)).items()}
+    except Exception as exc:
+        raise InputError(f"{who}: cannot read {path} ({exc})") from None
+
+
+def merge_adapter_dirs(
+    global_dir,
+    local_dir,
+    out_dir,
+    *,
+    weight: float | None = None,
+    fisher_global=None,
+    fisher_local=None,
+    grad_corr=None,
+    per_module: bool = False,
+    damping: float = 1e-3,
+    mode: str = "factors",
+) -> dict:
+    """Merge two PEFT LoRA adapter folders into ``out_dir`` with a fixed λ or the closed-form one."""
+    fed, cfg_f = load_adapter(global_dir, "--global")
+    loc, cfg_l = load_adapter(local_dir, "--local")
+    fed = {canonical_key(k): v for k, v in fed.items()}
+    loc = {canonical_key(k): v for k, v in loc.items()}
+    info: dict = {}
+    if weight is not None:
+        weights: float | dict[str, float] = weight
+        info["weights"] = dict.fromkeys(lora_modules(fed), float(weight))
+    else:
+        ff = load_fisher(fisher_global, "--fisher-global")
+        fl = load_fisher(fisher_local, "--fisher-local")
+        corr = load_fisher(grad_corr, "--grad-corr") if grad_corr else None
+        groups = {m: [a, b] for m, (a, b) in lora_modules(fed).items()}
+        for name, src in (("--fisher-global", ff), ("--fisher-local", fl)):
+            for k in fed:
+                if k in src and src[k].shape != fed[k].shape:
+                    raise InputError(
+                        f"{name}: entry {k!r} has shape {tuple(src[k].shape)}, "
+                        f"the adapter's is {tuple(fed[k].shape)}"
+                    )
+        traces = module_traces(ff, fl, groups, corr=corr, damping=damping)
+        total = global_traces(traces)
+        weights = (
+            {m: t.weight for m, t in traces.items()} if per_module else dict.fromkeys(traces, total.weight)
+        )
+        info.update(
+            weights=weights, traces={m: t.to_dict() for m, t in traces.items()}, total=total.to_dict()
+        )
+    merged, cfg = merge_lora(fed, loc, weights, mode=mode, fed_config=cfg_f, loc_config=cfg_l)
+    save_adapter(out_dir, merged, cfg)
+    return info

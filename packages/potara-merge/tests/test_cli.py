@@ -1,0 +1,138 @@
+"""The CLI through main(argv), one subprocess smoke test, and bad input at the command line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from potara_merge import __version__
+from potara_merge.cli import main
+from potara_merge.io import save_fisher
+from potara_merge.lora import load_adapter, save_adapter
+
+
+def _adapter(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "base_model.model.q.lora_A.weight": torch.randn(2, 6, generator=g),
+        "base_model.model.q.lora_B.weight": torch.randn(5, 2, generator=g),
+    }
+
+
+CFG = {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q"]}
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    save_adapter(tmp_path / "g", _adapter(0), CFG)
+    save_adapter(tmp_path / "l", _adapter(1), CFG)
+    return tmp_path
+
+
+def test_merge_fixed_weight(dirs, capsys):
+    assert (
+        main(
+            [
+                "merge",
+                "--global",
+                str(dirs / "g"),
+                "--local",
+                str(dirs / "l"),
+                "--weight",
+                "1",
+                "--out",
+                str(dirs / "o"),
+            ]
+        )
+        == 0
+    )
+    out, _ = load_adapter(dirs / "o")
+    g, _ = load_adapter(dirs / "g")
+    assert all(torch.equal(out[k], g[k]) for k in g)
+    assert "λ = 1.0000" in capsys.readouterr().out
+
+
+def test_merge_closed_form_from_fisher_files(dirs, capsys):
+    fg = {k: torch.full_like(v, 4.0) for k, v in _adapter(0).items()}
+    fl = {k: torch.full_like(v, 1.0) for k, v in _adapter(0).items()}
+    save_fisher(dirs / "fg.safetensors", fg)
+    save_fisher(dirs / "fl.safetensors", fl)
+    args = [
+        "merge",
+        "--global",
+        str(dirs / "g"),
+        "--local",
+        str(dirs / "l"),
+        "--fisher-global",
+        str(dirs / "fg.safetensors"),
+        "--fisher-local",
+        str(dirs / "fl.safetensors"),
+        "--damping",
+        "0",
+        "--mode",
+        "product",
+        "--out",
+        str(dirs / "o"),
+    ]
+    assert main(args) == 0
+    # a = Σ 1/4, b = Σ 1/1 over 22 entries, c = 0: λ* = b/(a+b) = 0.8
+    assert "λ = 0.8000" in capsys.readouterr().out
+    out, cfg = load_adapter(dirs / "o")
+    assert cfg["r"] == 4 and out["base_model.model.q.lora_A.weight"].shape == (4, 6)
+
+
+@pytest.mark.parametrize(
+    ("extra", "msg"),
+    [
+        ([], "--weight L, or --fisher-global"),
+        (["--weight", "2"], "weight must be in"),
+        (["--weight", "nan"], "weight must be finite"),
+        (["--fisher-global", "nope", "--fisher-local", "nope"], "--fisher-global 'nope' is not a file"),
+    ],
+)
+def test_merge_bad_input_exits_2(dirs, capsys, extra, msg):
+    code = main(
+        ["merge", "--global", str(dirs / "g"), "--local", str(dirs / "l"), "--out", str(dirs / "o"), *extra]
+    )
+    assert code == 2
+    assert msg in capsys.readouterr().err
+    assert not (dirs / "o").exists()  # nothing half-written
+
+
+def test_merge_mismatched_adapters_exit_2(dirs, capsys):
+    bad = _adapter(2)
+    bad["base_model.model.q.lora_B.weight"] = torch.randn(7, 2)
+    save_adapter(dirs / "b", bad, CFG)
+    assert (
+        main(
+            [
+                "merge",
+                "--global",
+                str(dirs / "g"),
+                "--local",
+                str(dirs / "b"),
+                "--weight",
+                "0.5",
+                "--out",
+                str(dirs / "o"),
+            ]
+        )
+        == 2
+    )
+    assert "module 'base_model.model.q'" in capsys.readouterr().err
+    assert not (dirs / "o").exists()
+
+
+def test_simulate_bad_skew_and_bench_quick(tmp_path, capsys):
+    assert main(["simulate", "--skew", "zipf:1"]) == 2
+    assert "--skew" in capsys.readouterr().err
+    assert main(["simulate", "--clients", "0"]) == 2
+
+
+def test_subprocess_version():
+    out = subprocess.run(
+        [sys.executable, "-m", "potara_merge.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"potara-merge {__version__}"
+    assert json.dumps(out.returncode) == "0"
