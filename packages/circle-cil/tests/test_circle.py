@@ -98,3 +98,23 @@ def test_bad_inputs(digits):
         m.score(digits.X_test[:1], [99])
     with pytest.raises(InputError, match="n_groups"):
         CIRCLE(n_reservoirs=2, n_groups=3)
+
+
+def test_lwf_trains_each_task_until_its_loss_plateaus(digits):
+    from circle_cil.baselines import LwF
+
+    keep = np.concatenate([np.flatnonzero(digits.y_train == c)[:16] for c in (0, 1)])
+    X, y = digits.X_train[keep], digits.y_train[keep]
+    assert set(y.tolist()) == {0, 1}
+    fixed = LwF(1, 2, epochs=3, batch=32, seed=0)
+    fixed.learn_task(X, y)
+    assert fixed.epochs_run == [3]
+    # a tolerance no epoch can beat: the best loss is the first epoch's, so it stops after 1 + patience
+    early = LwF(1, 2, epochs=50, patience=2, tol=1e3, batch=32, seed=0)
+    early.learn_task(X, y)
+    assert early.epochs_run == [3]
+    # a real plateau rule: more epochs than the fixed budget, fewer than the cap, and a lower final loss
+    plateau = LwF(1, 2, epochs=40, patience=3, tol=0.01, batch=8, seed=0)
+    plateau.learn_task(X, y)
+    assert 3 < plateau.epochs_run[0] < 40
+    assert plateau.final_losses[0] < fixed.final_losses[0]

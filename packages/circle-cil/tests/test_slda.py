@@ -127,3 +127,43 @@ def test_bad_inputs():
     with pytest.raises(InputError, match="shrinkage"):
         StreamingLDA(3, shrinkage=-0.1)
     assert torch.is_tensor(StreamingLDA(2).__dict__["_S"])
+
+
+@pytest.mark.parametrize("dim, block", [(10, 3), (9, 4), (7, 256)])
+def test_lower_block_rank_k_update_equals_full_addmm(dim, block):
+    from circle_cil.slda import mirror_lower_, syrk_lower_
+
+    rng = np.random.default_rng(dim)
+    A = torch.as_tensor(rng.normal(size=(5, dim)))
+    w = torch.as_tensor(rng.uniform(size=5))
+    S0 = torch.as_tensor(rng.normal(size=(dim, dim)))
+    S0 = S0 + S0.T
+    full = S0 + (A * w[:, None]).T @ A
+    S = syrk_lower_(S0.clone(), A, A * w[:, None], block=block)
+    assert not torch.equal(S, full) or dim <= block  # the upper blocks really are left stale
+    np.testing.assert_allclose(mirror_lower_(S, block=block).numpy(), full.numpy(), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["exact", "hayes_kanan"])
+def test_blocked_head_equals_the_per_sample_reference_and_batch_lda(mode):
+    """dim ≥ 2·SYRK_BLOCK takes the lower-triangular fast path, per sample and in chunks."""
+    from circle_cil.slda import SYRK_BLOCK
+
+    d = 2 * SYRK_BLOCK + 3
+    X, y = _data(9, n=90, d=d, k=4)
+    X = X + np.random.default_rng(1).normal(size=X.shape)  # full-rank noise in every coordinate
+    h = StreamingLDA(d, cov_update=mode)
+    assert h._blocked
+    for lo, hi in [(0, 1), (1, 2), (2, 40), (40, 41), (41, 90)]:
+        h.partial_fit(X[lo:hi], y[lo:hi])
+    classes, means, counts, Sigma, t = slda_stream(X, y, mode)
+    assert h.classes_ == classes and h.n_seen == t and h.counts_.tolist() == counts.tolist()
+    np.testing.assert_allclose(h.means_, means, atol=1e-10)
+    np.testing.assert_allclose(h.covariance_, Sigma, atol=1e-8, rtol=0)
+    if mode == "exact":
+        bclasses, bmeans, bSigma = batch_lda(X, y)
+        np.testing.assert_allclose(h.covariance_, bSigma, atol=1e-8, rtol=0)
+        ref = lda_scores(X, bmeans, bSigma, 1e-4)
+        scores = h.decision_function(X).numpy()[:, [h.classes_.index(c) for c in bclasses]]
+        np.testing.assert_allclose(scores, ref, atol=1e-6, rtol=1e-8)
+        np.testing.assert_array_equal(h.predict(X), np.asarray(bclasses)[ref.argmax(1)])

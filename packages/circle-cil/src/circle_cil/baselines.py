@@ -4,7 +4,9 @@
   streaming-LDA head (the same head as CIRCLE, so only the extractor differs).
 * :class:`LwF` — Learning without Forgetting (Li & Hoiem 2017): the CNN and an expanding linear head
   are fine-tuned on every task with cross-entropy over the seen classes plus distillation (T = 2) of
-  the previous model's logits on the old classes.
+  the previous model's logits on the old classes. With ``patience`` set, each task trains until its
+  mean epoch loss has not improved by more than ``tol`` (absolute) for ``patience`` epochs (at
+  most ``epochs``).
 * :class:`RandomConvSLDA` — the same CNN architecture left at its random initialisation (never
   trained), global+2×2 pooled, with a streaming-LDA head: random convolution features.
 * :class:`JointCNN` — the upper bound: the CNN trained on all tasks' data at once (not incremental).
@@ -99,6 +101,8 @@ class _TrainedCNN(_Learner):
         lr: float = 1e-3,
         batch: int = 32,
         width: int = 1,
+        patience: int | None = None,
+        tol: float = 0.01,
         seed: int = 0,
     ) -> None:
         super().__init__(seed)
@@ -106,6 +110,9 @@ class _TrainedCNN(_Learner):
         self.net = SmallCNN(in_channels, width)
         self.head = nn.Linear(self.net.out_dim, max_classes)
         self.epochs, self.lr, self.batch = epochs, lr, batch
+        self.patience, self.tol = patience, tol
+        self.epochs_run: list[int] = []  # epochs actually trained, per call of _fit (per task)
+        self.final_losses: list[float] = []  # the last epoch's mean training loss, per task
         self.rng = np.random.default_rng(seed)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -115,7 +122,9 @@ class _TrainedCNN(_Learner):
         params = list(self.net.parameters()) + list(self.head.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
         self.net.train()
+        best, since, epoch_loss, done = float("inf"), 0, float("nan"), 0
         for _ in range(self.epochs):
+            total, count = 0.0, 0
             for b in _batches(len(x), self.batch, self.rng):
                 out = self.logits(x[b])
                 loss = F.cross_entropy(out, yi[b])
@@ -128,6 +137,18 @@ class _TrainedCNN(_Learner):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                total, count = total + float(loss.detach()) * len(b), count + len(b)
+            done += 1
+            epoch_loss = total / count
+            if self.patience is not None:  # stop once the epoch loss has plateaued
+                if epoch_loss < best - self.tol:
+                    best, since = epoch_loss, 0
+                else:
+                    since += 1
+                    if since >= self.patience:
+                        break
+        self.epochs_run.append(done)
+        self.final_losses.append(epoch_loss)
         self.net.eval()
 
 

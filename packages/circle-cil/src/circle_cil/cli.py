@@ -260,13 +260,21 @@ def _demo(args: argparse.Namespace) -> None:
 @app.command(
     "bench",
     help="the targets in one run: CIRCLE vs LwF and frozen at 50/100 tasks, time ratio, streaming rate",
-    args=[arg("--quick", action="store_true", help="tiny sizes, seconds")],
+    args=[
+        arg("--quick", action="store_true", help="tiny sizes, seconds"),
+        arg("--splits", type=int, nargs="+", default=None, help="task splits (default 50 100)"),
+        arg("--no-rate", action="store_true", help="skip the streaming-rate measurement"),
+    ],
     common=["seed", "out", "quiet"],
 )
 def _bench(args: argparse.Namespace) -> None:
     from circle_cil.experiments import bench
 
-    records = bench(quick=args.quick, seed=args.seed, quiet=args.quiet)
+    if args.splits and min(args.splits) < 1:
+        raise InputError(f"--splits must be positive task counts, got {args.splits}")
+    records = bench(
+        quick=args.quick, seed=args.seed, quiet=args.quiet, splits=args.splits, rate=not args.no_rate
+    )
     print(format_table(records))
     for r in records:
         if "margin_points" in r:

@@ -22,9 +22,15 @@ METHODS = ("CIRCLE", "LwF", "frozen", "random-conv", "joint")
 
 @dataclass
 class Budget:
-    """Training budget of the trained-backbone baselines (kept small: minutes on one core)."""
+    """Training budget of the trained-backbone baselines.
 
-    lwf_epochs: int = 5
+    LwF trains every task until its loss plateaus: at most ``lwf_epochs`` epochs, stopping when the
+    mean epoch loss (cross-entropy + distillation) has not improved by more than ``lwf_tol`` nats for
+    ``lwf_patience`` epochs (``lwf_patience=None``: exactly ``lwf_epochs`` epochs)."""
+
+    lwf_epochs: int = 100
+    lwf_patience: int | None = 3
+    lwf_tol: float = 0.01
     frozen_epochs: int = 20
     joint_epochs: int = 10
     batch: int = 32
@@ -66,7 +72,15 @@ def make_learner(method: str, data: Dataset, *, seed: int, budget: Budget, circl
         patch = 4 if data.image_shape[1] % 4 == 0 and data.image_shape[1] >= 16 else 2
         return CIRCLE(**{"patch": patch, "seed": seed, **circle_kw})
     if method == "LwF":
-        return LwF(c, k, epochs=budget.lwf_epochs, batch=budget.batch, seed=seed)
+        return LwF(
+            c,
+            k,
+            epochs=budget.lwf_epochs,
+            patience=budget.lwf_patience,
+            tol=budget.lwf_tol,
+            batch=budget.batch,
+            seed=seed,
+        )
     if method == "frozen":
         return FrozenCNN(c, k, epochs=budget.frozen_epochs, batch=budget.batch, seed=seed)
     if method == "random-conv":
@@ -153,6 +167,7 @@ def run_stream(
         accs=accs,
         train_seconds=t_train,
         train_cpu_seconds=c_train,
+        epochs_per_task=list(getattr(learner, "epochs_run", [])) or None,
     )
 
 
@@ -272,18 +287,20 @@ def reproduce(*, quick: bool = False, seed: int = 0, quiet: bool = False) -> dic
 
 
 # ---- bench --------------------------------------------------------------------------------------------
-def bench(*, quick: bool = False, seed: int = 0, quiet: bool = False) -> list[dict[str, Any]]:
+def bench(
+    *, quick: bool = False, seed: int = 0, quiet: bool = False, splits=None, rate: bool = True
+) -> list[dict[str, Any]]:
     """The issue's targets in one run: CIRCLE vs LwF and frozen at 50 and 100 tasks (accuracy and
     train-time ratio), and the streaming rate."""
     torch.set_num_threads(1)
     if quick:
         data = load_dataset("glyph", n_classes=20, per_class=10, seed=seed)
-        splits, budget = [10, 20], Budget(lwf_epochs=1, frozen_epochs=1)
+        splits, budget = splits or [10, 20], Budget(lwf_epochs=2, frozen_epochs=1)
         ckw: dict[str, Any] = dict(n_reservoirs=2, n_groups=2, units=16)
         n_rate = 100
     else:
         data = load_dataset("glyph", n_classes=200, per_class=24, seed=seed)
-        splits, budget = [50, 100], Budget()
+        splits, budget = splits or [50, 100], Budget()
         ckw = {}
         n_rate = 2000
     recs = []
@@ -334,8 +351,13 @@ def bench(*, quick: bool = False, seed: int = 0, quiet: bool = False) -> list[di
                 baseline_wall_seconds=c["train_seconds"],
                 repeats=1,
                 target=10.0,
+                lwf_final_acc=res["LwF"]["final_acc"],
+                lwf_epochs_per_task=res["LwF"]["epochs_per_task"],
+                frozen_cpu_seconds=res["frozen"]["train_cpu_seconds"],
             )
         )
+    if not rate:
+        return recs
     rate = streaming_rate(data, n=n_rate, seed=seed, circle_kw=ckw)
     recs.append(
         record(

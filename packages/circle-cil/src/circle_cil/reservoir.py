@@ -114,12 +114,14 @@ def _scan_pooled(U: torch.Tensor, W_rec: torch.Tensor, leak: float, act_, ranges
     """
     R, _, T, S, q = U.shape
     Uk = U.reshape(2 * R, T, S, q)
-    h = U.new_zeros(2 * R, S, q)
     acc = U.new_zeros(R, 2, len(ranges), S, q)
     mx = U.new_full((2 * R, S, q), -torch.inf) if want_max else None
     for t in range(T):
-        z = act_(torch.baddbmm(Uk[:, t], h, W_rec))
-        h = h.mul(1.0 - leak).add_(z, alpha=leak)
+        if t == 0:  # h_0 = 0: no recurrent product, h_1 = a·φ(u_1)
+            h = act_(Uk[:, 0].clone()).mul_(leak)
+        else:
+            z = act_(torch.baddbmm(Uk[:, t], h, W_rec))
+            h = z.mul_(leak).add_(h, alpha=1.0 - leak)  # reuses z's buffer: one allocation per step
         hv = h.view(R, 2, S, q)
         for d, pos in ((0, t), (1, T - 1 - t)):
             for c, (lo, hi) in enumerate(ranges):
@@ -128,6 +130,18 @@ def _scan_pooled(U: torch.Tensor, W_rec: torch.Tensor, leak: float, act_, ranges
         if mx is not None:
             torch.maximum(mx, h, out=mx)
     return acc, (None if mx is None else mx.view(R, 2, S, q))
+
+
+def _input_drive(seqs: torch.Tensor, W_in: torch.Tensor) -> torch.Tensor:
+    """Input drives ``(R, 2, T, B, S, q)`` of a (forward, backward) direction pair: ``seqs`` (B, S, T, P)
+    times ``W_in`` (R, 2, P, q), with the backward direction's sequences reversed in time. One batched
+    matmul over both directions (the tiny inputs are flipped, not the drives)."""
+    B, S, T, P = seqs.shape
+    R, _, _, q = W_in.shape
+    inp = torch.stack([seqs, seqs.flip(2)]).reshape(2, B * S * T, P)
+    W = W_in.permute(1, 2, 0, 3).reshape(2, P, R * q)
+    U = torch.bmm(inp, W).view(2, B, S, T, R, q)
+    return U.permute(4, 0, 3, 1, 2, 5).contiguous()
 
 
 def _cells(n: int) -> list[tuple[int, int]]:
@@ -359,8 +373,7 @@ class ReservoirBank:
         for orient, dirs in ((0, (0, 1)), (1, (2, 3))):
             seqs = P if orient == 0 else P.transpose(1, 2)  # (B, S1, T, Pd)
             S1, T = seqs.shape[1], seqs.shape[2]
-            U = torch.einsum("bstp,rdpq->rdtbsq", seqs, self.W_in[:, list(dirs)]).reshape(R, 2, T, B * S1, q)
-            U[:, 1] = U[:, 1].flip(1)
+            U = _input_drive(seqs, self.W_in[:, list(dirs)]).reshape(R, 2, T, B * S1, q)
             grid_cells = pooling in ("grid", "pyramid")
             ranges = ([(0, T)] if pooling != "grid" else []) + (_cells(T) if grid_cells else [])
             acc, mx = _scan_pooled(
