@@ -1,0 +1,159 @@
+"""The ``papershelf-vision`` command: train a preset, evaluate a checkpoint, write samples, list presets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from papershelf.cli import App, arg
+from papershelf.errors import InputError
+from papershelf_vision import __version__
+from papershelf_vision.presets import PRESETS
+
+app = App(
+    "papershelf-vision",
+    __version__,
+    "The papershelf vision testbed: procedural images with dense labels and small self-supervised backbones.",
+)
+
+SAMPLE_KINDS = ("scene", "objects", "digits", "photos", "ir", "sparse", "corruptions")
+
+
+@app.command(
+    "train",
+    help="train (or resume) a preset with DINO-style multi-crop self-distillation into a run folder",
+    args=[
+        arg("--preset", required=True, help=f"one of {', '.join(PRESETS)}"),
+        arg("--out", required=True, help="run folder (resumed when it holds a state.pt)"),
+        arg("--config", default=None, help="JSON file of TrainConfig fields overriding the defaults"),
+        arg("--max-minutes", type=float, default=None, help="stop (and checkpoint) after this long"),
+        arg(
+            "--threads", type=int, default=None, help="torch CPU threads (default: all; 1 on a busy machine)"
+        ),
+    ],
+    common=["quiet"],
+)
+def _train(args: argparse.Namespace) -> None:
+    from papershelf_vision.models import get_preset
+    from papershelf_vision.train import config_from_file, train
+
+    get_preset(args.preset)
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise InputError(f"--max-minutes must be positive, got {args.max_minutes}")
+    config = config_from_file(args.preset, args.config)
+    print(json.dumps(train(config, args.out, max_minutes=args.max_minutes, threads=args.threads,
+                           quiet=args.quiet)))  # fmt: skip
+
+
+@app.command(
+    "eval",
+    help="linear-probe / k-NN accuracy (held-out classes, digits) and token-probe mIoU, vs random init",
+    args=[
+        arg("model", help="a shipped checkpoint name (see info), a model folder, or a preset with --random"),
+        arg("--random", action="store_true", help="MODEL names a preset: evaluate it at random init only"),
+        arg("--no-baseline", action="store_true", help="skip the random-init baseline"),
+        arg("-n", "--n-train", type=int, default=2000, help="held-out-class training images (default 2000)"),
+        arg("--n-test", type=int, default=1000, help="held-out-class test images (default 1000)"),
+        arg("--seg-train", type=int, default=200, help="scenes to fit the token probe (default 200)"),
+        arg("--seg-test", type=int, default=100, help="scenes to score the token probe (default 100)"),
+        arg("--threads", type=int, default=None, help="torch CPU threads"),
+    ],
+    common=["out", "seed"],
+)
+def _eval(args: argparse.Namespace) -> None:
+    import torch
+
+    from papershelf.repro import atomic_write_json
+    from papershelf_vision.evaluate import evaluate
+    from papershelf_vision.models import build, get_preset, load, n_params
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    for name in ("n_train", "n_test", "seg_train", "seg_test"):
+        if getattr(args, name) < 10:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 10, got {getattr(args, name)}")
+    if args.random:
+        models = {"random-init": build(get_preset(args.model), seed=args.seed)}
+    else:
+        trained = load(args.model)
+        models = {"pretrained": trained}
+        if not args.no_baseline:
+            models["random-init"] = build(trained.config, seed=args.seed)
+    sizes = {
+        "n_train": args.n_train,
+        "n_test": args.n_test,
+        "seg_train": args.seg_train,
+        "seg_test": args.seg_test,
+    }
+    rows = {"model": str(args.model), "protocol": sizes, "random_init_seed": args.seed, "results": {}}
+    for label, model in models.items():
+        rows["results"][label] = evaluate(model, **sizes)
+        rows["params"] = n_params(model)
+    keys = ["heldout_linear", "heldout_knn", "digits_linear", "digits_knn", "seg_miou"]
+    print(f"{'':<14}" + "".join(f"{k:>16}" for k in keys))
+    for label, res in rows["results"].items():
+        print(f"{label:<14}" + "".join(f"{res[k]:>16.3f}" for k in keys))
+    if args.out:
+        atomic_write_json(args.out, rows)
+
+
+@app.command(
+    "sample",
+    help="write a few generated images and their masks as PNG files",
+    args=[
+        arg("kind", choices=SAMPLE_KINDS),
+        arg("--dir", required=True, help="output folder (created)"),
+        arg("-n", type=int, default=4, help="how many samples (default 4)"),
+        arg("--size", type=int, default=None, help="image side in pixels (default per kind)"),
+    ],
+    common=["seed"],
+)
+def _sample(args: argparse.Namespace) -> None:
+    from papershelf_vision.samples import write_samples
+
+    if not 1 <= args.n <= 256:
+        raise InputError(f"-n must be in 1..256, got {args.n}")
+    for path in write_samples(args.kind, args.dir, args.n, args.seed, args.size):
+        print(path)
+
+
+@app.command(
+    "ship",
+    help="copy a run's best (or latest) teacher backbone into the package as a named checkpoint",
+    args=[
+        arg("run", help="a run folder written by train"),
+        arg("--name", required=True, help="checkpoint name, e.g. vit-tiny"),
+        arg("--which", choices=("best", "model"), default="best", help="best probe (default) or latest"),
+    ],
+)
+def _ship(args: argparse.Namespace) -> None:
+    from papershelf_vision.train import ship
+
+    print(f"shipped {args.run} as {args.name} in {ship(args.run, args.name, which=args.which)}")
+
+
+@app.command("info", help="the presets (parameters, feature shapes), shipped checkpoints and their scores")
+def _info(args: argparse.Namespace) -> None:
+    from papershelf_vision.models import CHECKPOINTS, checkpoint_names, describe
+
+    for name, config in PRESETS.items():
+        print(json.dumps({"preset": name, **describe(config)}))
+    for name in checkpoint_names():
+        folder = CHECKPOINTS / name
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        entry = {"checkpoint": name, "megabytes": round(size / 2**20, 2)}
+        for key, file in (("eval", "eval.json"), ("eval_random_init", "eval_random_init.json")):
+            if (folder / file).is_file():
+                entry[key] = json.loads((folder / file).read_text())["results"]
+        print(json.dumps(entry))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

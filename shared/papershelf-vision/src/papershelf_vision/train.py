@@ -1,0 +1,464 @@
+"""DINO-style self-distillation with multi-crop (Caron et al., ICCV 2021) on the procedural corpus.
+
+A student and a teacher share an architecture: backbone + projection head (3-layer MLP to a
+bottleneck, L2-normalised, then a weight-normalised linear layer to ``out_dim`` prototypes). Each
+step draws a batch of source images (scenes, object views and photo patches of the *pretraining*
+classes only), makes 2 global crops (``global_size`` px, area ``global_scale``) and ``n_local`` local
+crops (``local_size`` px, area ``local_scale``) with flips, colour jitter, grey, blur and solarisation.
+The teacher sees the global crops; its outputs are centred (``c`` an EMA of the batch mean) and
+sharpened with ``teacher_temp``; the student sees every crop and is trained by cross-entropy
+``-sum softmax((t - c) / tau_t) log softmax(s / tau_s)`` over every (teacher view, other student view)
+pair. The teacher is an EMA of the student, momentum following a cosine from ``momentum`` to 1.
+AdamW, linear warm-up then cosine learning rate, weight decay cosine from ``weight_decay`` to
+``weight_decay_end``, gradient clipping, the last head layer frozen for ``freeze_last_layer`` steps.
+
+Data and augmentation are functions of ``(seed, step)``, so a run resumed from ``state.pt`` sees the
+same stream as an uninterrupted one. The run folder holds ``state.pt`` (rewritten atomically every
+``checkpoint_minutes``), ``log.jsonl``, ``model/`` (the latest teacher backbone) and ``best/`` (the
+teacher backbone with the best k-NN accuracy on a small held-out-class probe set that the
+``eval`` command never uses).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from papershelf.errors import InputError
+from papershelf_vision import data as D
+from papershelf_vision.models import build, get_preset, save_model
+
+PROBE_SEED = 424242  # the training-time probe set; eval uses other seeds
+
+
+@dataclass
+class TrainConfig:
+    preset: str
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    min_lr: float = 1e-5
+    warmup: int = 100
+    weight_decay: float = 0.04
+    weight_decay_end: float = 0.2
+    momentum: float = 0.99
+    teacher_temp: float = 0.04
+    student_temp: float = 0.1
+    center_momentum: float = 0.9
+    out_dim: int = 1024
+    hidden_dim: int = 512
+    bottleneck_dim: int = 128
+    n_local: int = 4
+    global_size: int = 32
+    local_size: int = 16
+    source_size: int = 48
+    global_scale: tuple[float, float] = (0.3, 1.0)
+    local_scale: tuple[float, float] = (0.05, 0.3)
+    mixture: tuple[float, float, float] = (0.45, 0.4, 0.15)  # scenes, object views, photo patches
+    clip_grad: float = 3.0
+    freeze_last_layer: int = 50
+    seed: int = 0
+    log_every: int = 10
+    checkpoint_minutes: float = 3.0
+    probe_n: int = 600
+    head_bn: bool = False  # BatchNorm in the projection head (DINO's setting for ResNets)
+
+    def __post_init__(self) -> None:
+        get_preset(self.preset)
+        for name in ("steps", "batch_size", "n_local", "global_size", "local_size", "source_size", "probe_n"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self.global_scale, self.local_scale = tuple(self.global_scale), tuple(self.local_scale)
+        self.mixture = tuple(self.mixture)
+        if len(self.mixture) != 3 or min(self.mixture) < 0 or sum(self.mixture) <= 0:
+            raise InputError(
+                f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
+            )
+
+
+class DINOHead(nn.Module):
+    def __init__(self, in_dim: int, out_dim: int, hidden: int, bottleneck: int, bn: bool = False) -> None:
+        super().__init__()
+
+        def norm():
+            return [nn.BatchNorm1d(hidden)] if bn else []
+
+        self.mlp = nn.Sequential(
+            nn.Linear(in_dim, hidden),
+            *norm(),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
+            *norm(),
+            nn.GELU(),
+            nn.Linear(hidden, bottleneck),
+        )
+        self.last = nn.Parameter(torch.empty(out_dim, bottleneck))
+        nn.init.trunc_normal_(self.last, std=0.02)
+        for m in self.mlp:
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = F.normalize(self.mlp(x), dim=-1)
+        return z @ F.normalize(self.last, dim=-1).T  # weight norm with g = 1
+
+
+class Net(nn.Module):
+    def __init__(self, backbone: nn.Module, head: DINOHead) -> None:
+        super().__init__()
+        self.backbone, self.head = backbone, head
+
+    def forward(self, crops: list[torch.Tensor]) -> torch.Tensor:
+        # one backbone call per resolution, as in DINO's multi-crop wrapper
+        out, i = [], 0
+        while i < len(crops):
+            j = i
+            while j < len(crops) and crops[j].shape[-1] == crops[i].shape[-1]:
+                j += 1
+            out.append(self.backbone(torch.cat(crops[i:j])))
+            i = j
+        return self.head(torch.cat(out))
+
+
+def dino_loss(student: torch.Tensor, teacher: torch.Tensor, center: torch.Tensor, n_crops: int,
+              student_temp: float, teacher_temp: float) -> torch.Tensor:  # fmt: skip
+    """Mean over (teacher global view i, student view v != i) of the cross-entropy; inputs are logits
+    stacked view-major: ``student`` ``(n_crops * B, K)``, ``teacher`` ``(2 * B, K)``."""
+    s = (student / student_temp).chunk(n_crops)
+    t = F.softmax((teacher - center) / teacher_temp, dim=-1).detach().chunk(2)
+    total, pairs = 0.0, 0
+    for i, ti in enumerate(t):
+        for v, sv in enumerate(s):
+            if v == i:
+                continue
+            total = total + torch.sum(-ti * F.log_softmax(sv, dim=-1), dim=-1).mean()
+            pairs += 1
+    return total / pairs
+
+
+def cosine(step: int, total: int, start: float, end: float, warmup: int = 0) -> float:
+    if step < warmup:
+        return start * (step + 1) / warmup
+    p = min(1.0, (step - warmup) / max(1, total - warmup))
+    return end + 0.5 * (start - end) * (1 + math.cos(math.pi * p))
+
+
+# ---------------------------------------------------------------------------------------------------
+# data and augmentation
+
+
+def source_batch(config: TrainConfig, step: int) -> torch.Tensor:
+    """The step's source images, ``(B, 3, S, S)`` float in [0, 1]; a function of ``(seed, step)``."""
+    from papershelf_vision.models import to_tensor
+
+    rng = np.random.default_rng([config.seed, step])
+    p = np.asarray(config.mixture, float) / sum(config.mixture)
+    kinds = rng.choice(3, size=config.batch_size, p=p)
+    seeds = rng.integers(0, 2**62, config.batch_size)
+    s = config.source_size
+    imgs = []
+    for kind, sd in zip(kinds, seeds):
+        sd = int(sd)
+        if kind == 0:
+            imgs.append(D.scene(sd, s, n_objects=(1, 5)).image)
+        elif kind == 1:
+            name = D.PRETRAIN_CLASSES[sd % len(D.PRETRAIN_CLASSES)]
+            imgs.append(D.object_view(sd, name, s))
+        else:
+            imgs.append(D.photo_patches(1, s, sd)[0])
+    return to_tensor(np.stack(imgs))
+
+
+def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator) -> torch.Tensor:
+    b = len(x)
+    area = torch.empty(b).uniform_(scale[0], scale[1], generator=g)
+    ratio = torch.exp(torch.empty(b).uniform_(math.log(3 / 4), math.log(4 / 3), generator=g))
+    w = torch.sqrt(area * ratio).clamp(max=1.0)
+    h = torch.sqrt(area / ratio).clamp(max=1.0)
+    cx = (torch.rand(b, generator=g) * 2 - 1) * (1 - w)
+    cy = (torch.rand(b, generator=g) * 2 - 1) * (1 - h)
+    flip = torch.where(torch.rand(b, generator=g) < 0.5, -1.0, 1.0)
+    theta = torch.zeros(b, 2, 3)
+    theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = w * flip, cx, h, cy
+    grid = F.affine_grid(theta, (b, 3, out, out), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
+
+
+def _grey(x: torch.Tensor) -> torch.Tensor:
+    return (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand_as(x)
+
+
+def colour(x: torch.Tensor, g: torch.Generator, p_blur: float, p_solar: float) -> torch.Tensor:
+    b = len(x)
+
+    def u(lo, hi):
+        return torch.empty(b, 1, 1, 1).uniform_(lo, hi, generator=g)
+
+    def coin(p):
+        return (torch.rand(b, 1, 1, 1, generator=g) < p).float()
+
+    jit = coin(0.8)
+    y = x * (1 + jit * (u(0.6, 1.4) - 1))
+    mean = y.mean(dim=(1, 2, 3), keepdim=True)
+    y = (y - mean) * (1 + jit * (u(0.6, 1.4) - 1)) + mean
+    grey = _grey(y)
+    y = grey + (y - grey) * (1 + jit * (u(0.6, 1.4) - 1))
+    y = y.clamp(0, 1)
+    gmask = coin(0.2)
+    y = gmask * _grey(y) + (1 - gmask) * y
+    if p_blur > 0:
+        k = torch.tensor([1.0, 2.0, 1.0])
+        k = (k[:, None] * k[None, :] / 16).expand(3, 1, 3, 3)
+        blurred = F.conv2d(F.pad(y, (1, 1, 1, 1), mode="replicate"), k, groups=3)
+        bmask = coin(p_blur)
+        y = bmask * blurred + (1 - bmask) * y
+    if p_solar > 0:
+        smask = coin(p_solar)
+        y = smask * torch.where(y > 0.5, 1 - y, y) + (1 - smask) * y
+    return y
+
+
+def crops(config: TrainConfig, source: torch.Tensor, step: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+    out = [
+        colour(random_resized_crop(source, config.global_size, config.global_scale, g), g, 1.0, 0.0),
+        colour(random_resized_crop(source, config.global_size, config.global_scale, g), g, 0.1, 0.2),
+    ]
+    for _ in range(config.n_local):
+        out.append(colour(random_resized_crop(source, config.local_size, config.local_scale, g), g, 0.5, 0.0))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the loop
+
+
+def _probe_set(config: TrainConfig, size: int):
+    x, y = D.objects(config.probe_n, D.HELDOUT_CLASSES, size, seed=PROBE_SEED)
+    return x, y
+
+
+def probe_knn(backbone: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
+    """k-NN (k = 10, cosine) accuracy, first two thirds of the set as the bank, the rest as queries."""
+    from papershelf_vision.evaluate import embed, knn_accuracy
+
+    f = embed(backbone, images)
+    cut = 2 * len(f) // 3
+    return knn_accuracy(f[:cut], labels[:cut], f[cut:], labels[cut:], k=10)
+
+
+def _param_groups(model: nn.Module):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 or name.endswith(("pos_embed", "cls_token")) else decay).append(p)
+    return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = None,
+          threads: int | None = None, quiet: bool = False) -> dict:  # fmt: skip
+    """Train (or resume) into the run folder ``out``; returns a summary dict."""
+    from papershelf.repro import atomic_path, atomic_write_json
+
+    if threads is not None:
+        if threads < 1:
+            raise InputError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state_file, log_file = out / "state.pt", out / "log.jsonl"
+    preset = get_preset(config.preset)
+    torch.manual_seed(config.seed)
+
+    def net() -> Net:
+        backbone = build(preset, seed=config.seed)
+        head = DINOHead(
+            backbone.embed_dim, config.out_dim, config.hidden_dim, config.bottleneck_dim, config.head_bn
+        )
+        return Net(backbone, head)
+
+    student, teacher = net(), net()
+    teacher.load_state_dict(student.state_dict())
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(_param_groups(student), lr=config.lr, weight_decay=config.weight_decay)
+    center = torch.zeros(1, config.out_dim)
+    step, best, elapsed0 = 0, -1.0, 0.0
+    if state_file.is_file():
+        state = torch.load(state_file, map_location="cpu", weights_only=False)
+        saved = dict(state["config"])
+        mine, defaults = asdict(config), {f.name: f.default for f in fields(TrainConfig)}
+        diff = [k for k in mine if k not in ("steps", "log_every", "checkpoint_minutes")
+                and json.dumps(saved.get(k, defaults[k])) != json.dumps(mine[k])]  # fmt: skip
+        if diff:
+            raise InputError(
+                f"{out} holds a run with a different config ({', '.join(diff)}); use another --out"
+            )
+        student.load_state_dict(state["student"])
+        teacher.load_state_dict(state["teacher"])
+        opt.load_state_dict(state["opt"])
+        center, step, best, elapsed0 = state["center"], state["step"], state["best"], state["elapsed_s"]
+        if log_file.is_file():  # drop log lines written after the checkpoint we resume from
+            lines = [ln for ln in log_file.read_text().splitlines() if ln and json.loads(ln)["step"] <= step]
+            atomic_write_json_lines(log_file, lines)
+    probe_x, probe_y = _probe_set(config, config.global_size)
+
+    def checkpoint(final: bool = False) -> None:
+        nonlocal best
+        acc = probe_knn(teacher.backbone, probe_x, probe_y)
+        extra = {"preset": config.preset, "step": step, "probe_knn": acc, "method": "dino-multicrop"}
+        save_model(teacher.backbone, out / "model", extra)
+        if acc > best:
+            best = acc
+            save_model(teacher.backbone, out / "best", extra)
+        state = {"config": asdict(config), "student": student.state_dict(), "teacher": teacher.state_dict(),
+                 "opt": opt.state_dict(), "center": center, "step": step, "best": best,
+                 "elapsed_s": elapsed0 + time.time() - t0}  # fmt: skip
+        with atomic_path(state_file, mode="wb") as handle:
+            torch.save(state, handle)
+        _append(log_file, {"step": step, "probe_knn": acc, "best_probe_knn": best, "final": final,
+                           "elapsed_s": round(elapsed0 + time.time() - t0, 1)})  # fmt: skip
+        if not quiet:
+            print(f"checkpoint step {step}: probe k-NN {acc:.3f} (best {best:.3f})", flush=True)
+
+    t0 = time.time()
+    if step == 0 and not state_file.is_file():
+        checkpoint()  # the random-init teacher's probe, for reference
+    last_ckpt, n_crops = time.time(), 2 + config.n_local
+    while step < config.steps:
+        if max_minutes is not None and time.time() - t0 > 60 * max_minutes:
+            break
+        ts = time.time()
+        lr = cosine(step, config.steps, config.lr, config.min_lr, config.warmup)
+        wd = cosine(step, config.steps, config.weight_decay, config.weight_decay_end)
+        m = cosine(step, config.steps, config.momentum, 1.0)
+        opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr, lr
+        opt.param_groups[0]["weight_decay"] = wd
+        views = crops(config, source_batch(config, step), step)
+        student.train()
+        with torch.no_grad():
+            t_out = teacher(views[:2])
+        s_out = student(views)
+        loss = dino_loss(s_out, t_out, center, n_crops, config.student_temp, config.teacher_temp)
+        if not torch.isfinite(loss):
+            raise RuntimeError(f"non-finite loss at step {step}; lower --config lr")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if step < config.freeze_last_layer:
+            student.head.last.grad = None
+        gnorm = float(nn.utils.clip_grad_norm_(student.parameters(), config.clip_grad))
+        opt.step()
+        with torch.no_grad():
+            for ps, pt in zip(student.parameters(), teacher.parameters()):
+                pt.mul_(m).add_(ps.detach(), alpha=1 - m)
+            center.mul_(config.center_momentum).add_(
+                t_out.mean(0, keepdim=True), alpha=1 - config.center_momentum
+            )
+            probs = F.softmax((t_out - center) / config.teacher_temp, dim=-1)
+        step += 1
+        if step % config.log_every == 0 or step == config.steps:
+            entropy = float(-(probs * probs.clamp_min(1e-12).log()).sum(-1).mean())
+            used = int(probs.argmax(-1).unique().numel())
+            rec = {"step": step, "loss": loss.item(), "lr": lr, "wd": wd, "momentum": m, "grad_norm": gnorm,
+                   "teacher_entropy": entropy, "prototypes_used": used,
+                   "step_s": round(time.time() - ts, 3),
+                   "elapsed_s": round(elapsed0 + time.time() - t0, 1)}  # fmt: skip
+            _append(log_file, rec)
+            if not quiet:
+                print(json.dumps(rec), flush=True)
+        if time.time() - last_ckpt > 60 * config.checkpoint_minutes and step < config.steps:
+            checkpoint()
+            last_ckpt = time.time()
+    checkpoint(final=step >= config.steps)
+    summary = {"run": str(out), "step": step, "steps": config.steps, "best_probe_knn": best,
+               "finished": step >= config.steps}  # fmt: skip
+    atomic_write_json(out / "train_config.json", {**asdict(config), "corpus": corpus_id()})
+    return summary
+
+
+def corpus_id() -> str:
+    import sklearn
+
+    from papershelf_vision import __version__
+
+    return f"papershelf-vision-{__version__}-procedural+sklearn-{sklearn.__version__}"
+
+
+def _append(path: Path, rec: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(rec) + "\n")
+
+
+def atomic_write_json_lines(path: Path, lines: list[str]) -> None:
+    from papershelf.repro import atomic_write_text
+
+    atomic_write_text(path, "".join(ln + "\n" for ln in lines))
+
+
+def config_from_file(preset: str, path: str | None) -> TrainConfig:
+    overrides = {}
+    if path:
+        try:
+            overrides = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"--config: {exc}") from None
+    names = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise InputError(f"--config: unknown field(s) {unknown}; known: {sorted(names)}")
+    overrides.pop("preset", None)
+    return TrainConfig(preset=preset, **overrides)
+
+
+def loss_summary(log_file: Path, every: int = 50) -> dict:
+    """Mean loss / teacher entropy per ``every`` steps and the probe history, from a run's log."""
+    rows = [json.loads(line) for line in log_file.read_text().splitlines() if line]
+    steps = [r for r in rows if "loss" in r]
+    out: dict = {"per_steps": every, "windows": [], "probe_knn": []}
+    for start in range(0, (steps[-1]["step"] if steps else 0), every):
+        w = [r for r in steps if start < r["step"] <= start + every]
+        if w:
+            out["windows"].append({
+                "steps": [start + 1, start + every],
+                "loss": round(float(np.mean([r["loss"] for r in w])), 4),
+                "teacher_entropy": round(float(np.mean([r["teacher_entropy"] for r in w])), 3),
+                "elapsed_s": w[-1]["elapsed_s"],
+            })  # fmt: skip
+    out["probe_knn"] = [[r["step"], r["probe_knn"]] for r in rows if "probe_knn" in r]
+    return out
+
+
+def ship(run: str | Path, name: str, *, which: str = "best") -> Path:
+    """Copy a run's ``best`` (or ``model``: the latest) teacher backbone into the package as checkpoint
+    ``name``, with its training config and loss summary."""
+    import shutil
+
+    from papershelf.repro import atomic_write_json
+    from papershelf_vision.models import CHECKPOINTS
+
+    run = Path(run)
+    src = run / which
+    if which not in ("best", "model") or not (src / "model.safetensors").is_file():
+        raise InputError(f"{src} holds no exported model (which must be 'best' or 'model' of a run folder)")
+    if not name or "/" in name or name.startswith("."):
+        raise InputError(f"bad checkpoint name {name!r}")
+    state = torch.load(run / "state.pt", map_location="cpu", weights_only=False)
+    dest = CHECKPOINTS / name
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src / "model.safetensors", dest / "model.safetensors")
+    shutil.copyfile(src / "config.json", dest / "config.json")
+    shipped = json.loads((src / "config.json").read_text())
+    atomic_write_json(dest / "train_config.json", {
+        **state["config"], "corpus": corpus_id(), "shipped_step": shipped.get("step"),
+        "run_step": state["step"], "run_elapsed_s": round(state["elapsed_s"], 1),
+    })  # fmt: skip
+    atomic_write_json(dest / "loss_summary.json", loss_summary(run / "log.jsonl"))
+    return dest

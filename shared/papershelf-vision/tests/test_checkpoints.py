@@ -1,0 +1,80 @@
+"""The shipped checkpoints load offline and beat their architecture at random init on a small probe."""
+
+import pytest
+from papershelf_vision import data as D
+from papershelf_vision.evaluate import embed, knn_accuracy
+from papershelf_vision.models import build, checkpoint_names, load
+
+SHIPPED = ("resnet-s", "vit-tiny")
+
+
+def test_both_presets_are_shipped():
+    assert set(SHIPPED) <= set(checkpoint_names())
+
+
+@pytest.fixture(scope="module")
+def probe():
+    # 300 object views of the 10 held-out classes (never drawn in pretraining); 200 form the k-NN bank
+    x, y = D.objects(300, D.HELDOUT_CLASSES, 32, seed=7)
+    return x, y
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_checkpoints_load_offline_with_documented_shapes_and_trained_weights(name):
+    import torch
+
+    model = load(name)
+    random = build(model.config, seed=0).eval()
+    x = torch.rand(2, 3, 32, 32)
+    feats = model.features(x)
+    assert len(feats) == 4 and all(torch.isfinite(f).all() for f in feats)
+    assert model(x).shape == (2, model.embed_dim)
+    ours, init = model.state_dict(), random.state_dict()
+    assert any(not torch.equal(ours[k], init[k]) for k in ours)
+
+
+# The bar of issue 20 -- the shipped checkpoints beat random init -- is met only in part (README, "Results").
+# After the full 1200-step schedule, on the held-out *procedural* classes both checkpoints are still at
+# chance, like random init; on scikit-learn digits the ViT's k-NN is 18 points above its random init and
+# the ResNet's is below its random init. strict=True: a better run that passes forces the marker off.
+@pytest.mark.xfail(strict=True, reason="held-out procedural classes: both checkpoints at chance (README)")
+@pytest.mark.parametrize("name", SHIPPED)
+def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
+    x, y = probe
+    trained = load(name)
+    random = build(trained.config, seed=0).eval()
+
+    def score(model):
+        f = embed(model, x)
+        return knn_accuracy(f[:200], y[:200], f[200:], y[200:], k=10)
+
+    ours, base = score(trained), score(random)
+    # 100 queries: a 10-point margin is ~3 binomial standard deviations at these accuracies
+    assert ours >= base + 0.10, (ours, base)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "vit-tiny",
+        pytest.param(
+            "resnet-s",
+            marks=pytest.mark.xfail(
+                strict=True, reason="resnet-s is below its random init on digits (README)"
+            ),
+        ),
+    ],
+)
+def test_checkpoint_beats_random_init_on_a_digits_knn_probe(name):
+    # 300 training digits form the bank, 200 test digits the queries (fixed split, no randomness)
+    xtr, ytr = D.digits("train", 32)
+    xte, yte = D.digits("test", 32)
+    trained = load(name)
+    random = build(trained.config, seed=0).eval()
+
+    def score(model):
+        return knn_accuracy(embed(model, xtr[:300]), ytr[:300], embed(model, xte[:200]), yte[:200], k=10)
+
+    ours, base = score(trained), score(random)
+    # 200 queries: a 8-point margin is ~2.5 binomial standard deviations at these accuracies
+    assert ours >= base + 0.08, (ours, base)

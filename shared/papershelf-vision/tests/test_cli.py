@@ -1,0 +1,61 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from papershelf_vision.cli import main
+
+
+def test_info_lists_presets_with_feature_shapes(capsys):
+    assert main(["info"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    vit = next(r for r in rows if r.get("preset") == "vit-tiny")
+    assert vit["features"][0] == [65, 192] and vit["embed_dim"] == 192
+
+
+@pytest.mark.parametrize("kind", ["scene", "ir", "corruptions"])
+def test_sample_writes_pngs(kind, tmp_path, capsys):
+    assert main(["sample", kind, "--dir", str(tmp_path), "-n", "1", "--size", "32"]) == 0
+    paths = capsys.readouterr().out.split()
+    assert paths and all((tmp_path / p.split("/")[-1]).is_file() for p in paths)
+    from PIL import Image
+
+    png = next(p for p in paths if p.endswith(".png"))
+    with Image.open(png) as im:
+        assert im.size == (32, 32)
+
+
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
+    assert main(["train", "--preset", "vit-huge", "--out", str(tmp_path)]) == 2
+    assert "unknown preset 'vit-huge'; known presets: vit-tiny" in capsys.readouterr().err
+    assert main(["eval", "no-such-checkpoint"]) == 2
+    assert "shipped checkpoints:" in capsys.readouterr().err
+    assert main(["eval", "vit-tiny", "--random", "--n-test", "3"]) == 2
+    assert "--n-test must be at least 10" in capsys.readouterr().err
+    assert main(["sample", "scene", "--dir", str(tmp_path), "-n", "0"]) == 2
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"stepz": 3}')
+    assert main(["train", "--preset", "micro-vit", "--out", str(tmp_path / "r"), "--config", str(cfg)]) == 2
+    assert "unknown field(s) ['stepz']" in capsys.readouterr().err
+
+
+def test_version_subprocess():
+    out = subprocess.run([sys.executable, "-m", "papershelf_vision.cli", "--version"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "papershelf-vision 0.0.1"
+
+
+def test_eval_cli_on_a_model_folder_reports_pretrained_and_random_init(tmp_path, capsys):
+    from papershelf_vision.models import build, save_model
+
+    save_model(build("micro-resnet", seed=1), tmp_path / "m")
+    out = tmp_path / "eval.json"
+    sizes = ["-n", "20", "--n-test", "10", "--seg-train", "10", "--seg-test", "10"]
+    argv = ["eval", str(tmp_path / "m"), *sizes]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert set(rows["results"]) == {"pretrained", "random-init"}
+    for res in rows["results"].values():
+        assert set(res) == {"heldout_linear", "heldout_knn", "digits_linear", "digits_knn", "seg_miou"}
+        assert all(0.0 <= v <= 1.0 for v in res.values())
+    assert "random-init" in capsys.readouterr().out

@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+import torch
+from papershelf_vision import data as D
+from papershelf_vision.models import PRESETS, build, describe, load, save_model, to_tensor
+
+from papershelf.errors import InputError
+
+
+@pytest.mark.parametrize("preset", ["micro-vit", "vit-tiny"])
+def test_vit_feature_shapes(preset):
+    m = build(preset).eval()
+    c = PRESETS[preset]
+    x = torch.rand(2, 3, c.image_size, c.image_size)
+    feats = m.features(x)
+    n = (c.image_size // c.patch_size) ** 2
+    assert len(feats) == c.depth
+    assert all(f.shape == (2, 1 + n, c.dim) for f in feats)
+    assert m(x).shape == (2, c.dim) == (2, m.embed_dim)
+    # the embedding is the final LayerNorm of the last block's CLS token
+    assert torch.allclose(m(x), m.norm(feats[-1][:, 0]))
+
+
+@pytest.mark.parametrize("preset", ["micro-resnet", "resnet-s"])
+def test_resnet_feature_shapes(preset):
+    m = build(preset).eval()
+    c = PRESETS[preset]
+    s = c.image_size
+    feats = m.features(torch.rand(2, 3, s, s))
+    assert [tuple(f.shape) for f in feats] == [
+        (2, (s // st) ** 2, w) for st, w in zip((1, 2, 4, 8), c.widths)
+    ]
+    assert m.grid(s, s) == [(s // st, s // st) for st in (1, 2, 4, 8)]
+    assert m(torch.rand(2, 3, s, s)).shape == (2, c.widths[-1])
+
+
+def test_other_sizes_interpolate_positions_or_fail_clearly():
+    vit = build("micro-vit").eval()
+    assert vit.features(torch.rand(1, 3, 24, 32))[0].shape == (1, 1 + 6 * 8, 32)
+    with pytest.raises(InputError, match="not a positive multiple of 4"):
+        vit(torch.rand(1, 3, 30, 30))
+    with pytest.raises(InputError, match="not a positive multiple of 8"):
+        build("micro-resnet")(torch.rand(1, 3, 20, 20))
+    with pytest.raises(InputError, match=r"\(B, 3, H, W\)"):
+        vit(torch.rand(3, 16, 16))
+
+
+def test_presets_describe_and_unknown_preset():
+    info = describe(PRESETS["vit-tiny"])
+    assert info["features"][0] == [65, 192] and info["params"] > 1_000_000
+    with pytest.raises(InputError, match="unknown preset 'vit-huge'; known presets: vit-tiny, resnet-s"):
+        build("vit-huge")
+
+
+def test_to_tensor():
+    x, _ = D.objects(3, size=16)
+    t = to_tensor(x)
+    assert t.shape == (3, 3, 16, 16) and 0 <= float(t.min()) and float(t.max()) <= 1
+    assert to_tensor(x[..., 0]).shape == (3, 3, 16, 16)
+    with pytest.raises(InputError, match="uint8"):
+        to_tensor(x.astype(np.float32))
+
+
+def test_save_and_load_a_model_folder_round_trips(tmp_path):
+    m = build("micro-vit", seed=3)
+    save_model(m, tmp_path / "run", {"step": 1})
+    again = load(tmp_path / "run")
+    x = torch.rand(2, 3, 16, 16)
+    assert not again.training and torch.equal(m.eval()(x), again(x))
+
+
+def test_unknown_checkpoint_lists_the_known_ones():
+    with pytest.raises(InputError, match="unknown checkpoint 'vit-huge'; shipped checkpoints"):
+        load("vit-huge")
+
+
+def test_corrupt_or_mismatched_weights_are_errors(tmp_path):
+    m = build("micro-resnet")
+    save_model(m, tmp_path / "a")
+    w = (tmp_path / "a" / "model.safetensors").read_bytes()
+    (tmp_path / "a" / "model.safetensors").write_bytes(w[: len(w) // 2])
+    with pytest.raises(InputError, match="cannot load the checkpoint"):
+        load(tmp_path / "a")
+    save_model(build("micro-vit"), tmp_path / "b")
+    save_model(m, tmp_path / "c")
+    (tmp_path / "b" / "model.safetensors").write_bytes((tmp_path / "c" / "model.safetensors").read_bytes())
+    with pytest.raises(InputError, match="does not match its config"):
+        load(tmp_path / "b")
+    (tmp_path / "b" / "model.safetensors").unlink()
+    with pytest.raises(InputError, match="not a model folder"):
+        load(tmp_path / "b")
