@@ -102,6 +102,14 @@ def test_property_objective_equals_full_lp(shape, m, seed, p):
     assert geto.objective == pytest.approx(full.objective, rel=1e-8, abs=1e-11)
 
 
+def test_highs_unknown_status_is_retried_and_matches_the_full_lp():
+    # the instance the property test found: HiGHS IPM without presolve ends in an "unknown" status
+    A, w = random_hists((3, 3), 3, 179, sparse=False), random_weights(3, 179)
+    geto = solve_barycenter(A, (3, 3), w, p=1.0)
+    full = full_lp_barycenter(A, (3, 3), w, p=1.0)
+    assert geto.objective == pytest.approx(full.objective, rel=1e-8, abs=1e-11)
+
+
 @pytest.mark.parametrize("shape,m", [((6, 5), 3), ((3, 3, 4), 2)])
 def test_objective_equals_pot(shape, m):
     ot = pot()

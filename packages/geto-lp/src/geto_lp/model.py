@@ -303,10 +303,24 @@ def solve_lp(
         options["time_limit"] = check_number("time_limit", time_limit, low=0, low_open=True)
     start = time.perf_counter()
     res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=solver, options=options)
+    retried = None
+    # HiGHS occasionally ends without presolve in an "unknown" model status (scipy status 4, numerical
+    # difficulties) on a feasible, bounded model at our 1e-10 tolerances (found by the property test:
+    # 3x3 grid, m = 3, p = 1). Retry with presolve on, then with the dual simplex, same tolerances; a
+    # genuine failure (infeasible, unbounded, time limit) is never retried.
+    for fallback in ({"presolve": True}, {"presolve": True, "method": "highs-ds"}):
+        if res.status != 4:
+            break
+        method = fallback.get("method", solver)
+        opts = {**options, **{k: v for k, v in fallback.items() if k != "method"}}
+        res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=method, options=opts)
+        retried = f"{method}, presolve"
     seconds = time.perf_counter() - start
     if res.status != 0 or res.x is None:
         raise SolverError(f"HiGHS did not reach an optimal solution: {res.message}")
     info = {"status": int(res.status), "message": str(res.message), "nit": int(res.nit), "seconds": seconds}
+    if retried:
+        info["retried"] = retried
     return np.asarray(res.x, dtype=np.float64), float(res.fun), info
 
 
