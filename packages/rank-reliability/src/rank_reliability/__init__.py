@@ -12,7 +12,7 @@ columns = benchmark items; 0/1 or continuous scores; ``NaN`` marks a missing cel
 0.84
 >>> bool(0 < lambda6_star(X) < 1)
 True
->>> select_items(X, 50).shape                          # greedy λ★6 at a budget of 50 items
+>>> select_items(X, 50).shape                          # greedy λ★6 pool bound, budget 50 items
 (50,)
 
 Main entry points:
@@ -21,7 +21,8 @@ Main entry points:
   ``g_coefficient(n)``, ``expected_kendall(n_a, n_b)``, ``expected_spearman``, ``items_for(ρ)``);
 * :func:`split_half`, :func:`subset_concordance`, :func:`kendall_tau` — observed concordance;
 * :func:`cronbach_alpha`, :func:`kr20`, :func:`guttman_lambda6`, :func:`lambda6_star` (reconstructed);
-* :func:`select_items` (``lambda6_star`` | ``item_rest`` | ``random`` | ``irt_info``),
+* :func:`select_items` (``lambda6_star_pool`` (default) | ``lambda6_star`` | ``lambda6_star_strat`` |
+  ``item_rest`` | ``random`` | ``stratified`` | ``irt_info``; the λ★6 rules are reconstructions),
   :func:`selection_stability`, :func:`fit_2pl`;
 * :func:`analyze` (everything at once), :func:`cohort_reliability` (lower vs higher cohorts).
 """

@@ -21,7 +21,7 @@ from .analysis import analyze, cohort_reliability
 from .classical import lambda6_star
 from .components import variance_components
 from .matrix import check_matrix, read_matrix
-from .selection import METHODS, select_items
+from .selection import DEFAULT_METHOD, METHODS, select_items
 
 app = App(
     "rank-reliability",
@@ -103,12 +103,15 @@ def _analyze(args: argparse.Namespace) -> None:
 # ---- select --------------------------------------------------------------------------------------
 @app.command(
     "select",
-    help="choose a fixed budget of items (greedy λ★6, item–rest, random or IRT information)",
+    help="choose a fixed budget of items (λ★6 greedy variants, item–rest, random, stratified, IRT info)",
     args=[
         *MATRIX_ARGS,
         arg("--budget", type=int, required=True, help="number of items to keep"),
         arg(
-            "--method", choices=METHODS, default="lambda6_star", help="selection rule (default lambda6_star)"
+            "--method",
+            choices=METHODS,
+            default=DEFAULT_METHOD,
+            help=f"selection rule (default {DEFAULT_METHOD})",
         ),
     ],
     common=["seed", "out"],
@@ -250,12 +253,12 @@ def _demo(args: argparse.Namespace) -> None:
         f"predicted from the components {s.predicted_kendall:.4f}\n"
     )
     taus = selection_stability(
-        X, 60, methods=("lambda6_star", "random", "irt_info"), n_draws=5, seed=args.seed
+        X, 60, methods=(DEFAULT_METHOD, "lambda6_star", "random", "irt_info"), n_draws=5, seed=args.seed
     )
     print("60-item subsets, rank agreement with held-out items (5 draws):")
-    print(f"{'method':<16}{'Kendall τ':>10}{'discordant pairs':>18}")
+    print(f"{'method':<18}{'Kendall τ':>10}{'discordant pairs':>18}")
     for name, t in taus.items():
-        print(f"{name:<16}{np.mean(t):>10.4f}{np.mean((1 - t) / 2):>18.4f}")
+        print(f"{name:<18}{np.mean(t):>10.4f}{np.mean((1 - t) / 2):>18.4f}")
 
 
 @app.command(
@@ -333,8 +336,21 @@ def _print_reproduce(out: dict[str, Any]) -> None:
     for data, settings in out["selection"].items():
         for setting, s in settings.items():
             row = "  ".join(f"{m} {v['mean_discordance']:.4f}" for m, v in s.items())
-            ratio = s["lambda6_star"]["mean_discordance"] / s["random"]["mean_discordance"]
-            print(f"  {data:<7}{setting:<20}{row}   λ★6/random {ratio:.2f}")
+            ratio = s[DEFAULT_METHOD]["mean_discordance"] / s["random"]["mean_discordance"]
+            print(f"  {data:<7}{setting:<20}{row}   {DEFAULT_METHOD}/random {ratio:.2f}")
+    prof = out.get("selection_profile", {}).get("digits_b100")
+    if prof:
+        n_items = out["digits"]["analysis"]["n_items"]
+        print(f"\nwhat each rule picks from all {n_items} digits items (budget 100):")
+        print(
+            f"  {'method':<19}{'difficulty spread':>18}{'mean item':>10}{'distinct totals':>16}"
+            f"{'own λ★6':>9}{'r(subset, rest)':>16}"
+        )
+        for m, v in prof.items():
+            print(
+                f"  {m:<19}{v['difficulty_spread']:>18.3f}{v['mean_item_score']:>10.3f}"
+                f"{v['distinct_scores']:>16d}{v['lambda6_star']:>9.4f}{v['rest_correlation']:>16.4f}"
+            )
 
 
 def _plot(out: dict[str, Any], path: str) -> None:

@@ -16,10 +16,11 @@ from .components import variance_components
 from .concordance import discordance, subset_concordance
 from .data import digits_matrix, simulate_2pl, simulate_crossed, twopl_components
 from .reference import analyze as reference_analyze
-from .selection import selection_stability
+from .selection import DEFAULT_METHOD, METHODS, selection_stability
 
 PACKAGE = "rank-reliability"
-SELECTION_METHODS = ("lambda6_star", "item_rest", "random", "irt_info")
+SELECTION_METHODS = METHODS  # lambda6_star_pool (default), lambda6_star, lambda6_star_strat, item_rest, ...
+CHEAP_METHODS = tuple(m for m in METHODS if m != "irt_info")  # settings too many for 2PL fits
 
 
 def _say(quiet: bool, text: str) -> None:
@@ -40,8 +41,9 @@ def _summary(taus: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 
 
 def _selection_records(
-    name: str, taus: dict[str, np.ndarray], setting: dict[str, Any], draws: int
+    name: str, taus: dict[str, np.ndarray], setting: dict[str, Any], draws: int, *, targets: bool = True
 ) -> list[dict[str, Any]]:
+    """vs random (target 0.8), vs IRT information (target 1.0), internal-consistency greedy vs random."""
     s = _summary(taus)
     common = {
         "package": PACKAGE,
@@ -49,29 +51,51 @@ def _selection_records(
         "setting": setting,
         "metric": "discordant-pair rate (1 - tau_b)/2 vs held-out items",
         "better": "lower",
-        "candidate": "lambda6_star-greedy",
-        "candidate_value": s["lambda6_star"]["mean_discordance"],
         "repeats": draws,
     }
     extra = {f"{m}_mean_discordance": v["mean_discordance"] for m, v in s.items()}
-    return [
-        record(
-            benchmark=f"{name}-vs-random",
-            baseline="random subsets",
-            baseline_value=s["random"]["mean_discordance"],
-            target=0.8,
-            **common,
-            **extra,
-        ),
-        record(
-            benchmark=f"{name}-vs-irt-information",
-            baseline="2PL Fisher-information selection",
-            baseline_value=s["irt_info"]["mean_discordance"],
-            target=1.0,
-            **common,
-            **extra,
-        ),
-    ]
+    default = {
+        "candidate": f"{DEFAULT_METHOD}-greedy",
+        "candidate_value": s[DEFAULT_METHOD]["mean_discordance"],
+    }
+    records = []
+    if "random" in s:
+        records.append(
+            record(
+                benchmark=f"{name}-vs-random",
+                baseline="random subsets",
+                baseline_value=s["random"]["mean_discordance"],
+                target=0.8 if targets else None,
+                **default,
+                **common,
+                **extra,
+            )
+        )
+    if "irt_info" in s:
+        records.append(
+            record(
+                benchmark=f"{name}-vs-irt-information",
+                baseline="2PL Fisher-information selection",
+                baseline_value=s["irt_info"]["mean_discordance"],
+                target=1.0 if targets else None,
+                **default,
+                **common,
+                **extra,
+            )
+        )
+    if "lambda6_star" in s and "random" in s:  # the internal-consistency greedy of 0.1.0, no target
+        records.append(
+            record(
+                benchmark=f"{name}-internal-greedy-vs-random",
+                candidate="lambda6_star-greedy (internal consistency of the subset)",
+                candidate_value=s["lambda6_star"]["mean_discordance"],
+                baseline="random subsets",
+                baseline_value=s["random"]["mean_discordance"],
+                **common,
+                **extra,
+            )
+        )
+    return records
 
 
 def _timing_records(n_models: int, n_items: int, repeat: int, quiet: bool) -> list[dict[str, Any]]:
@@ -132,12 +156,24 @@ def bench(*, quick: bool = False, draws: int | None = None, seed: int = 0, quiet
         "data": f"digits {D.X.shape[0]} models x {D.X.shape[1]} items",
         "budget": 100,
         "draws": n_draws,
+        "seed": seed,
         "pool": "random half of the items; tau vs the other half",
         "seconds": round(time.perf_counter() - start, 1),
     }
-    return _selection_records("select-digits-b100", taus, setting, n_draws) + _timing_records(
-        100, 10_000, 3, quiet
+    records = _selection_records("select-digits-b100", taus, setting, n_draws)
+    _say(quiet, "held-out models: selection sees half of the models, tau on the other half (no IRT fits)")
+    start = time.perf_counter()
+    taus = selection_stability(
+        D.X, 100, methods=CHEAP_METHODS, n_draws=n_draws, seed=seed, heldout_models=True
     )
+    setting = {
+        **setting,
+        "pool": "random half of the items and of the models; tau on the other items and models",
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    # a check of generalisation to new models, not an issue target
+    held = _selection_records("select-digits-b100-heldout-models", taus, setting, n_draws, targets=False)
+    return records + held + _timing_records(100, 10_000, 3, quiet)
 
 
 def _concordance_check(X: np.ndarray, sizes: list[int], draws: int, seed: int) -> list[dict[str, float]]:
@@ -155,6 +191,33 @@ def _concordance_check(X: np.ndarray, sizes: list[int], draws: int, seed: int) -
             }
         )
     return rows
+
+
+def selection_profile(X: np.ndarray, budget: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """What each rule picks from the whole matrix: difficulty spread, ties, own λ★6, rest correlation.
+
+    ``difficulty_spread`` = sd of the picked items' mean scores / sd over all items; ``distinct_scores``
+    = number of different model totals on the subset (fewer = more ties); ``lambda6_star`` = the subset's
+    own λ★6 (internal consistency); ``rest_correlation`` = corr(subset total, total of the other items).
+    """
+    from .classical import lambda6_star
+    from .selection import select_items
+
+    p = X.mean(axis=0)
+    out = {}
+    for m in SELECTION_METHODS:
+        sel = select_items(X, budget, method=m, seed=seed)
+        inside = np.zeros(X.shape[1], dtype=bool)
+        inside[sel] = True
+        total = X[:, inside].sum(axis=1)
+        out[m] = {
+            "difficulty_spread": float(p[sel].std() / p.std()),
+            "mean_item_score": float(p[sel].mean()),
+            "distinct_scores": int(np.unique(total).size),
+            "lambda6_star": float(lambda6_star(X[:, sel], drop_constant=True)),
+            "rest_correlation": float(np.corrcoef(total, X[:, ~inside].sum(axis=1))[0, 1]),
+        }
+    return out
 
 
 def reproduce(*, quick: bool = False, draws: int = 20, seed: int = 0, quiet: bool = False) -> dict[str, Any]:
@@ -223,4 +286,6 @@ def reproduce(*, quick: bool = False, draws: int = 20, seed: int = 0, quiet: boo
         selection_stability(Xs, 100, methods=SELECTION_METHODS, n_draws=draws, seed=seed)
     )
     out["selection"] = sel
+    _say(quiet, "  what each rule picks from the whole digits matrix (budget 100)")
+    out["selection_profile"] = {"digits_b100": selection_profile(D.X, 100, seed=seed)}
     return out

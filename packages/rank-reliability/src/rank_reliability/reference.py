@@ -99,24 +99,81 @@ def lambda6_star(X: np.ndarray, variant: str = "rest") -> float:
     return 1 - e2 / total_var
 
 
-def greedy_lambda6_star(X: np.ndarray, budget: int) -> list[int]:
-    """Greedy forward selection recomputing λ★6 of every candidate subset from scratch."""
+def greedy_lambda6_star(X: np.ndarray, budget: int, n_strata: int | None = None) -> list[int]:
+    """Greedy forward selection recomputing λ★6 of every candidate subset from scratch.
+
+    With ``n_strata`` the items are cut here, from the definitions, into that many equal-count strata of
+    mean score, and each stratum may supply only its proportional (largest-remainder) quota.
+    """
     k = X.shape[1]
+    quota = stratum_of = None
+    if n_strata is not None:
+        stratum_of, quota = _strata_and_quotas(X, budget, n_strata)
     best_r, first = -math.inf, 0
     for j in range(k):
+        if quota is not None and quota[stratum_of[j]] == 0:
+            continue
         rest = X.sum(axis=1) - X[:, j]
         r = _cov(X[:, j], rest) / math.sqrt(_var(X[:, j]) * _var(rest))
         if r > best_r:
             best_r, first = r, j
     selected = [first]
+    if quota is not None:
+        quota[stratum_of[first]] -= 1
+    while len(selected) < budget:
+        best, best_k = -math.inf, -1
+        for cand in range(k):
+            if cand in selected or (quota is not None and quota[stratum_of[cand]] == 0):
+                continue
+            value = lambda6_star(X[:, [*selected, cand]])
+            if value > best:
+                best, best_k = value, cand
+        selected.append(best_k)
+        if quota is not None:
+            quota[stratum_of[best_k]] -= 1
+    return selected
+
+
+def _strata_and_quotas(X: np.ndarray, budget: int, n_strata: int) -> tuple[list[int], list[int]]:
+    """Stratum of every item (by rank of its mean score) and each stratum's proportional quota."""
+    k = X.shape[1]
+    h_count = min(n_strata, k)
+    means = [sum(X[:, j]) / X.shape[0] for j in range(k)]
+    ranked = sorted(range(k), key=lambda j: (means[j], j))
+    stratum_of = [0] * k
+    for position, j in enumerate(ranked):
+        stratum_of[j] = position * h_count // k
+    sizes = [stratum_of.count(h) for h in range(h_count)]
+    shares = [budget * size / k for size in sizes]
+    quota = [math.floor(x) for x in shares]
+    by_remainder = sorted(range(h_count), key=lambda h: (-(shares[h] - quota[h]), h))
+    for h in by_remainder[: budget - sum(quota)]:
+        quota[h] += 1
+    return stratum_of, quota
+
+
+def greedy_lambda6_star_pool(X: np.ndarray, budget: int) -> list[int]:
+    """Greedy forward selection maximising corr(subset total, total of the other items), from scratch."""
+    k = X.shape[1]
+    selected: list[int] = []
     while len(selected) < budget:
         best, best_k = -math.inf, -1
         for cand in range(k):
             if cand in selected:
                 continue
-            value = lambda6_star(X[:, [*selected, cand]])
+            inside = [*selected, cand]
+            outside = [j for j in range(k) if j not in inside]
+            if not outside:
+                continue
+            s_total, r_total = X[:, inside].sum(axis=1), X[:, outside].sum(axis=1)
+            v_s, v_r = _var(s_total), _var(r_total)
+            if v_s <= 1e-12 or v_r <= 1e-12:
+                continue
+            value = _cov(s_total, r_total) / math.sqrt(v_s * v_r)
             if value > best:
                 best, best_k = value, cand
+        if best_k < 0:  # the bound is undefined: take the remaining items in column order
+            best_k = next(j for j in range(k) if j not in selected)
         selected.append(best_k)
     return selected
 
