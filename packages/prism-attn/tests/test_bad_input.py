@@ -27,6 +27,9 @@ def qkv():
         ({"anchor_layers": (3, 5), "dense_layers": ()}, "anchor_layers"),
         ({"anchor_layers": 3}, "anchor_layers"),
         ({"dense_layers": (-1,)}, "dense_layers"),
+        ({"global_pages": -0.5}, "global_pages"),
+        ({"global_pages": float("nan")}, "global_pages"),
+        ({"global_span": 0}, "global_span"),
     ],
 )
 def test_bad_config(kwargs, word):
@@ -79,3 +82,11 @@ def test_float16_and_bfloat16_are_accepted(qkv):
     for dt in (torch.bfloat16, torch.float16):
         outs, _ = decode_step([q.to(dt)] * 2, [K.to(dt)] * 2, [V.to(dt)] * 2, PrismConfig(kappa=16))
         assert outs[1].dtype == dt and torch.isfinite(outs[1].float()).all()
+
+
+def test_bad_global_blocks_for_propose():
+    prev = torch.zeros(1, 2, 3, dtype=torch.long)
+    with pytest.raises(InputError, match="extra"):
+        propose(prev, 64, block=8, extra=torch.full((1, 2, 1), 8))  # block 8 of 8 does not exist
+    with pytest.raises(InputError, match="extra"):
+        propose(prev, 64, block=8, extra=torch.zeros(1, 3, 1, dtype=torch.long))

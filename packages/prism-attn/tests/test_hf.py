@@ -27,6 +27,19 @@ def test_enable_decodes_through_prism_and_disable_restores():
     assert out.shape == (1, 2) and handle.calls["decode"] == 4
     n = prompt.shape[1]
     assert 0 < handle.decoder.bytes_read < 4 * 2 * (n + 1) * 2 * 32 * 4
+    # a second, longer prompt through the same handle: the block metadata and selections kept from the first
+    # cache are dropped at its prefill, so it decodes exactly as a fresh handle does
+    s2 = generate("passkey", 260, seed=4, split="validation")
+    prompt2 = torch.from_numpy(s2.ids[: s2.prompt_length])[None]
+    again = papershelf_lm.greedy_generate(model, prompt2, 2)
+    kept = {layer: c.meta for layer, c in handle.decoder._quest.items()}
+    assert kept  # the global term kept per-layer metadata
+    disable(model)
+    with enable(model, PrismConfig(kappa=32, block=4)) as fresh:
+        assert torch.equal(papershelf_lm.greedy_generate(model, prompt2, 2), again)
+    for layer, (lo, hi) in kept.items():
+        assert torch.equal(lo, fresh.decoder._quest[layer].meta[0])
+        assert torch.equal(hi, fresh.decoder._quest[layer].meta[1])
     disable(model)
     disable(model)  # a second disable is a no-op
     assert model.config._attn_implementation == previous

@@ -20,10 +20,19 @@ def _stack(n, layers=4, seed=0, **kw):
     return qs, Ks, Vs
 
 
-@pytest.mark.parametrize("method", ["prism", "oracle", "static", "quest", "dense"])
-def test_decode_step_fast_equals_reference(method):
+@pytest.mark.parametrize(
+    "method, global_pages, cap, span",
+    [
+        *[("prism", 1.0, 4.0, 1), ("prism", 0.0, 4.0, 1), ("prism", 0.5, 1.5, 1), ("prism", 1.0, 2.0, 3)],
+        *[("oracle", 1.0, 4.0, 1), ("static", 1.0, 4.0, 1), ("quest", 1.0, 4.0, 1), ("dense", 1.0, 4.0, 1)],
+    ],
+)
+def test_decode_step_fast_equals_reference(method, global_pages, cap, span):
     qs, Ks, Vs = _stack(203, batch=2)
-    cfg = PrismConfig(method=method, kappa=40, block=4, radius=2, local=8, page=8, anchor_every=3)
+    cfg = PrismConfig(
+        method=method, kappa=40, block=4, radius=2, local=8, page=8, anchor_every=3,
+        global_pages=global_pages, max_candidates=cap, global_span=span,
+    )  # fmt: skip
     outs, sels = decode_step(qs, Ks, Vs, cfg, backend="torch")
     ref_outs, ref_sels = reference.decode_step(qs, Ks, Vs, cfg)
     for o, r in zip(outs, ref_outs):
@@ -70,7 +79,9 @@ def test_radius_at_least_n_makes_refinement_the_oracle():
 def test_planted_spans_drifting_less_than_radius_are_recovered_exactly():
     for seed in range(3):
         qs, Ks, Vs, truth = planted_stack(512, layers=5, spans=3, span_len=8, drift=2, seed=seed)
-        cfg = PrismConfig(kappa=24, block=1, radius=3, sink=0, local=0, max_candidates=None, dense_layers=())
+        cfg = PrismConfig(
+            kappa=24, block=1, radius=3, sink=0, local=0, max_candidates=None, dense_layers=(), global_pages=0
+        )
         _, sels = decode_step(qs, Ks, Vs, cfg)
         for layer in range(5):
             assert torch.equal(sels[layer], truth[layer]), layer
@@ -142,3 +153,45 @@ def test_early_decode_cache_shorter_than_kappa_is_dense(recwarn):
     for o in outs:
         torch.testing.assert_close(o, reference.dense_attention(q, K, V))
     assert sels == [None, None] and len(recwarn) == 0
+
+
+def test_global_term_fast_equals_reference():
+    q, K, _ = random_cache(203, heads=4, kv_heads=2, head_dim=16, dtype=torch.float64, seed=7, batch=2)
+    g = torch.Generator().manual_seed(1)
+    cases = [(8, 5, 4, 9, 1), (4, 60, 0, 0, 1), (16, 2, 20, 30, 1), (8, 100, 4, 9, 1), (4, 6, 4, 9, 3)]
+    for block, count, sink, local, span in [*cases, (8, 3, 0, 0, 4), (2, 200, 4, 9, 5)]:
+        meta = quest_metadata(K, block * span)
+        kw = dict(block=block, sink=sink, local=local, scaling=0.25, span=span)
+        fast = ops.global_blocks(q, meta, count, 203, **kw)
+        ref = reference.global_blocks(q, K, count, **kw)
+        assert torch.equal(fast, ref)
+        forced = reference._forced_blocks(203, block, sink, local)
+        assert not set(fast.flatten().tolist()) & forced  # never a sink or local block
+        nb = -(-203 // block)
+        eligible = sum(not forced & set(range(p * span, p * span + span)) for p in range(-(-nb // span)))
+        assert fast.shape[-1] == span * min(count, eligible)
+        prev = torch.randint(0, 203, (2, 2, 12), generator=g).sort(-1).values
+        for cap in (None, 16, 40):
+            kw = dict(radius=1, block=block, sink=sink, local=local, cap=cap)
+            ref_cand = reference.propose(prev, 203, extra=ref, **kw)
+            assert torch.equal(propose(prev, 203, extra=fast, **kw), ref_cand)
+
+
+def test_global_term_reaches_a_needle_the_local_proposal_cannot():
+    # a needle far from the previous layer's spans, carrying most of the last layer's attention
+    qs, Ks, Vs, truth = planted_stack(1024, layers=3, spans=2, span_len=8, drift=1, seed=3)
+    direction = qs[2].reshape(1, 2, 2, 16).mean(2)
+    spans = torch.cat([t.flatten() for t in truth])
+    needle = max(range(100, 900), key=lambda t: int((spans - t).abs().min()))
+    assert int((spans - needle).abs().min()) > 40  # far outside every span's dilated blocks
+    K = Ks[2].clone()
+    K[:, :, needle] = 3 * direction / direction.norm(dim=-1, keepdim=True) * 12.0
+    Ks = [Ks[0], Ks[1], K]
+    kw = dict(kappa=32, block=8, radius=1, dense_layers=())
+    for global_pages, found in ((0.0, False), (1.0, True)):
+        _, sels = decode_step(qs, Ks, Vs, PrismConfig(global_pages=global_pages, **kw))
+        hit = [(sels[2][0, j] == needle).any().item() for j in range(2)]
+        assert all(h == found for h in hit), (global_pages, hit)
+    loss_local = attention_loss(qs[2], K, decode_step(qs, Ks, Vs, PrismConfig(global_pages=0, **kw))[1][2])
+    loss_global = attention_loss(qs[2], K, decode_step(qs, Ks, Vs, PrismConfig(**kw))[1][2])
+    assert loss_local.mean() > 0.5 > loss_global.mean() + 0.3

@@ -22,9 +22,17 @@ CONFIG_ARGS = [
     arg("--kappa", type=float, default=None, help="budget: tokens (>= 1) or a fraction of n (< 1)"),
     arg("--radius", type=int, default=1, help="proposal dilation in blocks (default 1)"),
     arg("--block", type=int, default=16, help="proposal block size in tokens (default 16)"),
-    arg("--max-candidates", type=float, default=4.0, help="candidate cap as a multiple of kappa (default 4)"),
+    arg("--max-candidates", type=float, default=2.0, help="candidate cap as a multiple of kappa (default 2)"),
     arg("--anchor-every", type=int, default=16, help="an exact top-kappa layer every N layers (default 16)"),
     arg("--anchor-layers", type=int, nargs="+", default=None, help="explicit anchor layers"),
+    arg(
+        "--global-pages",
+        type=float,
+        default=1.0,
+        help="the proposal's global term: top blocks by the Quest bound, as a multiple of kappa tokens "
+        "(default 1; 0 = proposal from the previous selection only)",
+    ),
+    arg("--global-span", type=int, default=1, help="blocks per page of the global term (default 1)"),
 ]
 
 
@@ -47,6 +55,8 @@ def _config(args, method="prism", kappa=None) -> PrismConfig:
         max_candidates=args.max_candidates,
         anchor_every=args.anchor_every,
         anchor_layers=None if args.anchor_layers is None else tuple(args.anchor_layers),
+        global_pages=args.global_pages,
+        global_span=args.global_span,
     )
 
 
@@ -109,6 +119,8 @@ def _demo(args: argparse.Namespace) -> None:
 
 # ---- bench --------------------------------------------------------------------------------------------
 TARGETS = {32768: 1 / 2.5, 131072: 1 / 5}
+BENCH_COLUMNS = ("n", "kappa", "dense baseline", "dense ms", "prism ms", "speedup", "no-global ms", "speedup")
+BENCH_COLUMNS += ("dense MiB", "prism MiB", "no-global MiB")
 
 
 @app.command(
@@ -142,7 +154,9 @@ def _bench(args: argparse.Namespace) -> None:
     for n, shape in sizes:
         r = speed_stack(n, repeat=repeat, config=cfg, **shape)
         times = [f"{r['dense_ms']:.1f}", f"{r['prism_ms']:.1f}", f"{r['speedup']:.2f}x"]
+        times += [f"{r['prism_local_ms']:.1f}", f"{r['speedup_local']:.2f}x"]
         mib = [f"{r['dense_bytes'] / 2**20:.0f}", f"{r['prism_bytes'] / 2**20:.0f}"]
+        mib.append(f"{r['prism_local_bytes'] / 2**20:.0f}")
         rows.append([n, r["kappa"], r["dense"], *times, *mib])
         setting = {"n": n, "threads": args.threads, **shape, "kappa": r["kappa"], "config": r["config"]}
         records.append(
@@ -162,11 +176,13 @@ def _bench(args: argparse.Namespace) -> None:
                 dense_layer_ms=r["dense_layer_ms"],
                 candidate_bytes=r["prism_bytes"],
                 baseline_bytes=r["dense_bytes"],
+                no_global_term_value=r["prism_local_ms"] / 1e3,
+                no_global_term_bytes=r["prism_local_bytes"],
             )
         )
     print(
         _table(
-            ["n", "kappa", "dense baseline", "dense ms", "prism ms", "speedup", "dense MiB", "prism MiB"],
+            [*BENCH_COLUMNS],
             rows,
         )
     )
@@ -207,10 +223,10 @@ def _reproduce(args: argparse.Namespace) -> None:
     model, _ = lm.load(args.model)
     result: dict = {"model": args.model, "config": {k: v for k, v in vars(base).items()}}
     started = time.time()
-    header = ["n", "kappa", "oracle", "prism", "static", "quest", "prism/static", "prism/oracle"]
+    methods = ("oracle", "prism", "prism-local", "static", "quest")
+    header = ["n", "kappa", *methods, "prism/static", "prism/oracle"]
 
     def rows_of(curves):
-        methods = ("oracle", "prism", "static", "quest")
         ratios = ("prism", "static"), ("prism", "oracle")
         return [
             [r["n"], r["kappa"], *(r[m] for m in methods), *(r[a] / max(r[b], 1e-12) for a, b in ratios)]
@@ -232,30 +248,29 @@ def _reproduce(args: argparse.Namespace) -> None:
             f"(sparse layers of {n_layers}; dense: {', '.join(map(str, dense)) or 'none'}):"
         )
         print(_table(header, rows_of(curves)))
-        methods = ("oracle", "prism", "static", "quest")
         errs = [[r["n"], r["kappa"], *(r["output_rel_error"][m] for m in methods)] for r in curves["rows"]]
         print("mean relative error of the attention output vs dense:")
-        print(_table(header[:6], errs) + "\n")
+        print(_table(header[:7], errs) + "\n")
     result["niah"] = []
     rows = []
     for n in args.niah_lengths:
         k = max(1, n // 16)
-        configs = {m: PrismConfig(**{**vars(base), "method": m, "kappa": k}) for m in ("dense", *METHODS[:4])}
+        configs = _needle_configs(base, k)
         acc = needle_accuracy(model, n, configs, samples=samples)
         result["niah"].append({"n": n, "kappa": k, "samples": samples, **acc})
-        rows.append([n, k, *(acc[m] for m in ("dense", "oracle", "prism", "static", "quest"))])
+        rows.append([n, k, *(acc[m] for m in NEEDLE_COLUMNS)])
     print(f"4-key NIAH greedy accuracy, kappa = n/16, {samples} held-out samples per length:")
-    print(_table(["n", "kappa", "dense", "oracle", "prism", "static", "quest"], rows) + "\n")
+    print(_table(["n", "kappa", *NEEDLE_COLUMNS], rows) + "\n")
     result["passkey"] = []
     rows = []
     for n in args.niah_lengths:
         k = max(1, n // 16)
-        configs = {m: PrismConfig(**{**vars(base), "method": m, "kappa": k}) for m in ("dense", *METHODS[:4])}
+        configs = _needle_configs(base, k)
         acc = needle_accuracy(model, n, configs, samples=samples, task="passkey")
         result["passkey"].append({"n": n, "kappa": k, "samples": samples, **acc})
-        rows.append([n, k, *(acc[m] for m in ("dense", "oracle", "prism", "static", "quest"))])
+        rows.append([n, k, *(acc[m] for m in NEEDLE_COLUMNS)])
     print(f"passkey greedy accuracy, kappa = n/16, {samples} held-out samples per length:")
-    print(_table(["n", "kappa", "dense", "oracle", "prism", "static", "quest"], rows))
+    print(_table(["n", "kappa", *NEEDLE_COLUMNS], rows))
     result["seconds"] = time.time() - started
     if args.plot:
         _plot(result, args.plot)
@@ -264,6 +279,16 @@ def _reproduce(args: argparse.Namespace) -> None:
 
         atomic_write_json(args.out, {**result, "manifest": run_manifest()})
         print(f"wrote {args.out}")
+
+
+NEEDLE_COLUMNS = ("dense", "oracle", "prism", "prism-local", "static", "quest")
+
+
+def _needle_configs(base: PrismConfig, k: int) -> dict[str, PrismConfig]:
+    """Every method at budget k; ``prism-local`` is Prism without the global term (global_pages = 0)."""
+    configs = {m: PrismConfig(**{**vars(base), "method": m, "kappa": k}) for m in ("dense", *METHODS[:4])}
+    configs["prism-local"] = PrismConfig(**{**vars(base), "method": "prism", "kappa": k, "global_pages": 0})
+    return {m: configs[m] for m in NEEDLE_COLUMNS}
 
 
 def _plot(result: dict, path: str) -> None:
@@ -277,11 +302,11 @@ def _plot(result: dict, path: str) -> None:
     from papershelf.repro import atomic_path
 
     panels = [("synthetic", result["synthetic"])] + [
-        (f"tiny-s n={c['n']}", c) for c in result["testbed_loss"]
+        (f"{result['model']} n={c['n']}", c) for c in result["testbed_loss"]
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
     for ax, (title, curves) in zip(list(getattr(axes, "flat", [axes])), panels):
-        for m in ("oracle", "prism", "static", "quest"):
+        for m in ("oracle", "prism", "prism-local", "static", "quest"):
             ax.plot([r["kappa"] for r in curves["rows"]], [r[m] for r in curves["rows"]], marker="o", label=m)
         ax.set_xscale("log", base=2)
         ax.set_title(title)

@@ -27,6 +27,13 @@ class PrismConfig:
     ``anchor_layers``: layers that compute exact top-κ (``None``: every ``anchor_every``-th layer from 0).
     ``dense_layers``: layers attended densely (their exact top-κ still seeds the next layer).
     ``page``: Quest's page size in tokens.
+    ``global_pages``: the proposal's coarse *global* term (not in the paper's abstract; see the README's
+    Fidelity): besides the blocks around the previous layer's selection, a refined layer also proposes the
+    ⌈global_pages·κ / (global_span·block)⌉ pages of ``global_span`` blocks (outside the sink/local blocks)
+    with the largest Quest-style upper bound of q·k (per-page channel min/max of K, GQA-pooled), so it can
+    reach regions the previous layer did not select. ``0`` turns it off (the proposal is then built from the
+    previous selection only). ``global_span``: blocks per page of the global term (its metadata costs
+    2/(global_span·block) of the key cache per layer).
     """
 
     method: str = "prism"
@@ -36,11 +43,13 @@ class PrismConfig:
     block: int = 16
     sink: int = 4
     local: int = 64
-    max_candidates: float | None = 4.0
+    max_candidates: float | None = 2.0
     anchor_layers: tuple[int, ...] | None = None
     anchor_every: int = 16
     dense_layers: tuple[int, ...] = field(default_factory=lambda: (0,))
     page: int = 16
+    global_pages: float = 1.0
+    global_span: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
@@ -60,6 +69,8 @@ class PrismConfig:
         check_int("local", self.local, low=0)
         check_int("anchor_every", self.anchor_every, low=1)
         check_int("page", self.page, low=1)
+        check_number("global_pages", self.global_pages, low=0)
+        check_int("global_span", self.global_span, low=1)
         if self.max_candidates is not None:
             check_number("max_candidates", self.max_candidates, low=1)
         for name in ("anchor_layers", "dense_layers"):
@@ -93,6 +104,10 @@ class PrismConfig:
 
     def is_dense(self, layer: int) -> bool:
         return self.method == "dense" or layer in self.dense_layers
+
+    def global_count(self, kappa: int) -> int:
+        """How many pages (of ``global_span`` blocks) the global term proposes for budget κ."""
+        return math.ceil(self.global_pages * kappa / (self.global_span * self.block))
 
     def candidate_cap(self, kappa: int) -> int | None:
         return None if self.max_candidates is None else math.ceil(self.max_candidates * kappa)

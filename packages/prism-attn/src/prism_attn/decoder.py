@@ -37,6 +37,7 @@ class PrismDecoder:
         self._prev: tuple[int, int, torch.Tensor] | None = None  # (layer, n, selection)
         self._anchor: tuple[int, torch.Tensor] | None = None  # (n, selection)
         self._quest: dict[int, QuestCache] = {}
+        self._work = ops.Workspace()
         self.bytes_read = 0  # KV-cache bytes read by every step so far (keys scored + values attended)
 
     def reset(self) -> None:
@@ -99,16 +100,19 @@ class PrismDecoder:
             out = self._sparse(q, K, V, idx, scaling)
             self.bytes_read += (2 * meta[0].shape[2] + 2 * idx.shape[-1]) * row
         else:
+            extra = None
+            G = cfg.global_count(kappa)
+            if G:  # the global term: top pages by the Quest bound over incrementally kept metadata
+                meta = self._quest.setdefault(layer, QuestCache(cfg.block * cfg.global_span)).update(K)
+                extra = ops.global_blocks(
+                    q, meta, G, n, block=cfg.block, sink=cfg.sink, local=cfg.local, scaling=scaling,
+                    span=cfg.global_span,
+                )  # fmt: skip
+                self.bytes_read += 2 * meta[0].shape[2] * row
             cand = ops._propose(
-                prev,
-                n,
-                cfg.radius,
-                cfg.block,
-                cfg.sink,
-                cfg.local,
-                cfg.candidate_cap(kappa),
+                prev, n, cfg.radius, cfg.block, cfg.sink, cfg.local, cfg.candidate_cap(kappa), extra
             )
-            out, idx = ops.refine_attend(q, K, V, cand, kappa, scaling)
+            out, idx = ops.refine_attend(q, K, V, cand, kappa, scaling, work=self._work)
             self.bytes_read += (cand.shape[-1] + kappa) * row
         return out, idx
 

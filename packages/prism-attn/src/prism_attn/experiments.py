@@ -4,6 +4,8 @@ versus κ plus needle accuracy at equal budget on the LM testbed (``reproduce``)
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from typing import Any
 
 import torch
@@ -67,7 +69,7 @@ def speed_stack(
     if threads > 1:
         layer_ms["grouped-matmul@1t"] = 1e3 * one_1t.median
     dense_name = min(layer_ms, key=layer_ms.get)
-    dense_layer = {"sdpa": sdpa_decode, "grouped-matmul": ops.dense_decode}[dense_name.split("@")[0]]
+    dense_layer = {"sdpa-gqa": sdpa_decode, "grouped-matmul": ops.dense_decode}[dense_name.split("@")[0]]
     if dense_name.endswith("@1t") and threads > 1:
         dense_layer = grouped_1t
 
@@ -75,18 +77,31 @@ def speed_stack(
         for q, (K, V) in zip(qs, KVs):
             dense_layer(q, K, V)
 
-    dec = PrismDecoder(cfg, backend="torch")
+    def stack_of(config):
+        dec = PrismDecoder(config, backend="torch")
 
-    def prism_stack():
-        for layer, (q, (K, V)) in enumerate(zip(qs, KVs)):
-            dec.step(layer, q, K, V)
+        def run():
+            for layer, (q, (K, V)) in enumerate(zip(qs, KVs)):
+                dec.step(layer, q, K, V)
 
-    dec.bytes_read = 0
-    prism_stack()
-    prism_bytes = dec.bytes_read
+        run()  # warm-up: builds the per-layer block metadata (kept incrementally while decoding)
+        dec.bytes_read = 0
+        run()
+        return run, dec.bytes_read
+
+    prism_stack, prism_bytes = stack_of(cfg)
+    # the same schedule without the proposal's global term, timed in the same interleaved run
+    local_stack, local_bytes = stack_of(_with(cfg, global_pages=0))
     row = kv_heads * head_dim * 4
     dense_bytes = layers * 2 * n * row
-    cmp = compare(dense_stack, prism_stack, warmup=0, repeat=repeat)
+    times: dict[str, list[float]] = {"dense": [], "prism": [], "local": []}
+    order = [("dense", dense_stack), ("prism", prism_stack), ("local", local_stack)]
+    for i in range(repeat):  # rotate the order so machine drift hits every variant alike
+        for name, fn in order[i % 3 :] + order[: i % 3]:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "n": n,
         "layers": layers,
@@ -94,12 +109,15 @@ def speed_stack(
         "threads": threads,
         "dense_layer_ms": layer_ms,
         "dense": dense_name,
-        "dense_ms": 1e3 * cmp.baseline.median,
-        "prism_ms": 1e3 * cmp.candidate.median,
-        "speedup": cmp.speedup,
+        "dense_ms": 1e3 * med["dense"],
+        "prism_ms": 1e3 * med["prism"],
+        "prism_local_ms": 1e3 * med["local"],
+        "speedup": med["dense"] / med["prism"],
+        "speedup_local": med["dense"] / med["local"],
         "dense_bytes": dense_bytes,
         "prism_bytes": prism_bytes,
-        "dense_gbps": dense_bytes / cmp.baseline.median / 1e9,
+        "prism_local_bytes": local_bytes,
+        "dense_gbps": dense_bytes / med["dense"] / 1e9,
         "repeats": repeat,
         "config": _config_dict(cfg),
     }
@@ -119,7 +137,18 @@ def kappa_for(n: int, frac: float) -> int:
 
 
 # ---- quality -----------------------------------------------------------------------------------------
-COMPARED = ("oracle", "prism", "static", "quest")
+COMPARED = ("oracle", "prism", "prism-local", "static", "quest")
+
+
+def _compared(base: PrismConfig, k: int) -> dict[str, PrismConfig]:
+    """The compared methods at budget k; ``prism-local`` is Prism without the global term."""
+    out = {}
+    for m in COMPARED:
+        if m == "prism-local":
+            out[m] = _with(base, method="prism", kappa=k, global_pages=0)
+        else:
+            out[m] = _with(base, method=m, kappa=k)
+    return out
 
 
 def _need_testbed():
@@ -184,7 +213,7 @@ def loss_curves(model, n: int, fracs=(1 / 64, 1 / 32, 1 / 16, 1 / 8), *, base: P
     rows = []
     for frac in fracs:
         k = kappa_for(n, frac)
-        configs = {m: _with(base, method=m, kappa=k) for m in COMPARED}
+        configs = _compared(base, k)
         acc = {m: 0.0 for m in COMPARED}
         err = {m: 0.0 for m in COMPARED}
         for qs, Ks, Vs, scalings in steps:
@@ -207,9 +236,7 @@ def synthetic_curves(fracs=(1 / 64, 1 / 32, 1 / 16, 1 / 8), *, n=2048, layers=8,
         for seed in seeds:
             shape = dict(spans=4, span_len=16, drift=8, heads=8, kv_heads=2, head_dim=32, strength=6.0)
             qs, Ks, Vs, _ = planted_stack(n, layers=layers, **shape, seed=seed)
-            configs = {
-                m: PrismConfig(method=m, kappa=k, dense_layers=(), block=8, radius=1) for m in COMPARED
-            }
+            configs = _compared(PrismConfig(dense_layers=(), block=8, radius=1), k)
             for m, v in loss_table([qs], [Ks], [Vs], configs).items():
                 acc[m] += v / len(seeds)
         rows.append({"n": n, "kappa": k, "frac": frac, **acc})

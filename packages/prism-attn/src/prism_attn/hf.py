@@ -47,6 +47,8 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None):
                 masked = not bool(attention_mask.all())
         if T != 1 or masked:
             kind = "prefill" if T != 1 else "dense_fallback"
+            if T != 1:  # a new prompt: drop selections and block metadata kept from an earlier cache
+                decoder.reset()
             calls[kind] = calls.get(kind, 0) + 1
             return sdpa_attention_forward(
                 module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs

@@ -23,12 +23,34 @@ def _grouped(q: torch.Tensor, Hkv: int) -> torch.Tensor:
     return q.reshape(B, Hkv, H // Hkv, D)
 
 
-def gather_rows(X: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """X (B, H_kv, n, D) rows at idx (B, H_kv, k) → (B, H_kv, k, D); -1 entries read row 0 (mask them)."""
+def gather_rows(X: torch.Tensor, idx: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """X (B, H_kv, n, D) rows at idx (B, H_kv, k) → (B, H_kv, k, D); -1 entries read row 0 (mask them).
+
+    ``out``: a reusable 1-D buffer of X's dtype with at least B·H_kv·k·D elements. A fresh result of tens of
+    MB is a new memory mapping every call, whose page faults cost more than the gather itself on CPU."""
     B, Hkv, n, D = X.shape
     base = (torch.arange(B * Hkv, device=X.device) * n).view(B, Hkv, 1)
     flat = (base + idx.clamp(min=0)).reshape(-1)
-    return X.reshape(B * Hkv * n, D).index_select(0, flat).view(B, Hkv, idx.shape[-1], D)
+    src = X.reshape(B * Hkv * n, D)
+    if out is None:
+        return src.index_select(0, flat).view(B, Hkv, idx.shape[-1], D)
+    dst = out[: flat.numel() * D].view(flat.numel(), D)
+    torch.index_select(src, 0, flat, out=dst)
+    return dst.view(B, Hkv, idx.shape[-1], D)
+
+
+class Workspace:
+    """Reusable gather buffers for refined layers (grown on demand, one per role)."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def get(self, role: str, numel: int, like: torch.Tensor) -> torch.Tensor:
+        buf = self._bufs.get(role)
+        if buf is None or buf.numel() < numel or buf.dtype != like.dtype or buf.device != like.device:
+            buf = torch.empty(numel, dtype=like.dtype, device=like.device)
+            self._bufs[role] = buf
+        return buf
 
 
 def grouped_scores(q: torch.Tensor, K: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -79,9 +101,12 @@ def dense_with_selection(q, K, V, kappa: int, scaling: float):
     return out, _topk_sorted(p.sum(2), kappa)
 
 
-def propose(prev, n: int, *, radius=1, block=16, sink=4, local=64, cap: int | None = None) -> torch.Tensor:
-    """Candidate tokens (B, H_kv, c) proposed from the previous layer's selection ``prev`` (B, H_kv, k):
-    the vectorised :func:`prism_attn.reference.propose` (same candidates, same order, same -1 padding)."""
+def propose(
+    prev, n: int, *, radius=1, block=16, sink=4, local=64, cap: int | None = None, extra=None
+) -> torch.Tensor:
+    """Candidate tokens (B, H_kv, c) proposed from the previous layer's selection ``prev`` (B, H_kv, k)
+    and, optionally, ``extra`` blocks (B, H_kv, G; the global term): the vectorised
+    :func:`prism_attn.reference.propose` (same candidates, same order, same -1 padding)."""
     from papershelf.errors import InputError, check_int
 
     n = check_int("n", n, low=1)
@@ -94,10 +119,54 @@ def propose(prev, n: int, *, radius=1, block=16, sink=4, local=64, cap: int | No
         raise InputError("prev must be an integer tensor (B, H_kv, k) of token positions")
     if prev.numel() and (int(prev.max()) >= n or int(prev.min()) < -1):
         raise InputError(f"prev entries must be in [0, n = {n}) or -1 for padding")
-    return _propose(prev.long(), n, radius, block, sink, local, cap)
+    if extra is not None:
+        nb = math.ceil(n / block)
+        if not isinstance(extra, torch.Tensor) or extra.dim() != 3 or extra.shape[:2] != prev.shape[:2]:
+            raise InputError("extra must be an integer tensor (B, H_kv, G) of block ids, like prev's rows")
+        if extra.numel() and (int(extra.max()) >= nb or int(extra.min()) < -1):
+            raise InputError(f"extra entries must be block ids in [0, {nb}) or -1 for padding")
+        extra = extra.long()
+    return _propose(prev.long(), n, radius, block, sink, local, cap, extra)
 
 
-def _propose(prev, n, radius, block, sink, local, cap) -> torch.Tensor:
+def forced_block_mask(n: int, block: int, sink: int, local: int, device=None) -> torch.Tensor:
+    """(⌈n/block⌉,) bool: the blocks over the first ``sink`` and the last ``local`` tokens."""
+    nb = math.ceil(n / block)
+    is_forced = torch.zeros(nb, dtype=torch.bool, device=device)
+    if sink:
+        is_forced[: math.ceil(sink / block)] = True
+    if local:
+        is_forced[max(0, n - local) // block :] = True
+    return is_forced
+
+
+def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, scaling: float, span: int = 1):
+    """The proposal's global term from per-page (min, max) metadata ``meta`` (each (B, H_kv, P, D),
+    :func:`prism_attn.baselines.quest_metadata` with page = span·block): the ``count`` pages holding no
+    sink/local block with the largest GQA-pooled softmax of the Quest bound, returned as their block ids
+    (B, H_kv, count'·span) ascending, -1 past the last block — the vectorised
+    :func:`prism_attn.reference.global_blocks`."""
+    lo, hi = meta
+    qg = _grouped(q, lo.shape[1])
+    # Σ_d max(q_d lo_d, q_d hi_d) = q⁺·hi + q⁻·lo
+    bound = torch.matmul(qg.clamp(min=0), hi.transpose(-1, -2))
+    bound += torch.matmul(qg.clamp(max=0), lo.transpose(-1, -2))
+    pooled = torch.softmax(bound.mul_(scaling), dim=-1).sum(2)
+    P = pooled.shape[-1]
+    nb = math.ceil(n / block)
+    forced = forced_block_mask(n, block, sink, local, q.device)
+    forced = F.pad(forced, (0, P * span - nb)).view(P, span).any(-1)  # pages holding a sink/local block
+    count = min(count, int((~forced).sum()))
+    if count == 0:
+        return torch.empty(*pooled.shape[:2], 0, dtype=torch.long, device=q.device)
+    pages = _topk_sorted(pooled.masked_fill_(forced, -1.0), count)
+    if span == 1:
+        return pages
+    blocks = (pages[..., None] * span + torch.arange(span, device=q.device)).flatten(-2)
+    return blocks.masked_fill_(blocks >= nb, -1)
+
+
+def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tensor:
     B, Hkv, _ = prev.shape
     nb = math.ceil(n / block)
     dev = prev.device
@@ -119,18 +188,22 @@ def _propose(prev, n, radius, block, sink, local, cap) -> torch.Tensor:
         near = region
     tier = torch.where(sel, 2 * region + 1, 2 * near)
     forced = 2 * n + 2
-    is_forced = torch.zeros(nb, dtype=torch.bool, device=dev)
-    if sink:
-        is_forced[: math.ceil(sink / block)] = True
-    if local:
-        is_forced[max(0, n - local) // block :] = True
+    is_forced = forced_block_mask(n, block, sink, local, dev).expand(B, Hkv, nb)
+    if extra is not None and extra.shape[-1]:  # the global term's blocks join the sink and local blocks
+        hits = torch.zeros(B, Hkv, nb, dtype=torch.long, device=dev)
+        hits.scatter_add_(-1, extra.clamp(min=0), (extra >= 0).long())
+        is_forced = is_forced | (hits > 0)
     tier = tier.masked_fill(is_forced, forced)
     key = tier * nb + torch.arange(nb - 1, -1, -1, device=dev)
     width = int((tier > 0).sum(-1).max())
-    if cap is not None:  # sink and local blocks come on top of the cap
-        width = min(width, int(is_forced.sum()) + max(1, cap // block))
-    top = torch.topk(key, width, dim=-1, sorted=False).indices
+    limit = None
+    if cap is not None:  # sink, local and global blocks come on top of the cap
+        limit = is_forced.sum(-1, keepdim=True) + max(1, cap // block)
+        width = min(width, int(limit.max()))
+    top = torch.topk(key, width, dim=-1, sorted=limit is not None).indices
     keep = tier.gather(-1, top) > 0
+    if limit is not None:  # rows with fewer forced blocks keep fewer (the cap is per row)
+        keep &= torch.arange(width, device=dev) < limit
     blocks = torch.where(keep, top, nb).sort(dim=-1).values
     tokens = (blocks[..., None] * block + torch.arange(block, device=dev)).reshape(B, Hkv, width * block)
     tokens = tokens.masked_fill(tokens >= n, -1)  # -1s are trailing: blocks ascending, padding last
@@ -146,11 +219,16 @@ def refine(q, K, cand: torch.Tensor, kappa: int, scaling: float | None = None) -
     return refine_attend(q, K, K, cand, kappa, scaling, attend=False)[1]
 
 
-def refine_attend(q, K, V, cand: torch.Tensor, kappa: int, scaling: float, *, attend: bool = True):
+def refine_attend(
+    q, K, V, cand: torch.Tensor, kappa: int, scaling: float, *, attend=True, work: Workspace | None = None
+):
     """Top-κ of the pooled probabilities over the candidates only; optionally attend over the selection,
-    reusing the candidate scores. Returns (o or None, idx (B, H_kv, κ) ascending, -1 padded)."""
+    reusing the candidate scores. Returns (o or None, idx (B, H_kv, κ) ascending, -1 padded).
+    ``work``: reusable gather buffers (results are identical with or without)."""
     valid = cand >= 0
-    Kc = gather_rows(K, cand)
+    B, Hkv, _, D = K.shape
+    buf = None if work is None else work.get("keys", B * Hkv * cand.shape[-1] * D, K)
+    Kc = gather_rows(K, cand, buf)
     s = torch.matmul(_grouped(q, K.shape[1]), Kc.transpose(-1, -2)) * scaling
     s = s.masked_fill(~valid[:, :, None, :], _NEG)
     pooled = torch.softmax(s, dim=-1).sum(2).masked_fill(~valid, -1.0)
@@ -162,7 +240,8 @@ def refine_attend(q, K, V, cand: torch.Tensor, kappa: int, scaling: float, *, at
     if attend:
         g = s.shape[2]
         s_sel = s.gather(-1, pos[:, :, None, :].expand(-1, -1, g, -1))
-        out = _attend(s_sel, sel_valid, gather_rows(V, idx), q.shape)
+        vbuf = None if work is None else work.get("values", B * Hkv * idx.shape[-1] * D, V)
+        out = _attend(s_sel, sel_valid, gather_rows(V, idx, vbuf), q.shape)
     if k < kappa:
         idx = F.pad(idx, (0, kappa - k), value=-1)
     return out, idx

@@ -9,7 +9,8 @@ Equations (s_h = q_h K^T · scaling, the logits of head h):
   pooled score over a token set S of KV group j: P_j(i) = Σ_{h ∈ j} softmax_S(s_h)_i   (i ∈ S)
   anchor selection:  I_j = top-κ of P_j over all n tokens
   proposal:          C_j = blocks holding a token of the previous layer's I_j, dilated by r blocks,
-                     plus the sink and local-window blocks (capped, see :func:`propose`)
+                     plus the sink and local-window blocks (capped, see :func:`propose`),
+                     plus the G global blocks of :func:`global_blocks` (on top of the cap)
   refinement:        I_j = top-κ of P_j over the tokens of C_j only
   sparse attention:  o_h = softmax_{I_j}(s_h) V[I_j]
   attention loss:    1 − Σ_{i ∈ I_j} softmax(s_h)_i
@@ -81,6 +82,7 @@ def propose(
     sink: int = 4,
     local: int = 64,
     cap: int | None = None,
+    extra: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Candidate tokens (B, H_kv, c) for the next layer, ascending, padded with -1.
 
@@ -90,14 +92,18 @@ def propose(
     priority by the *region* they belong to: a run of consecutive blocks holding selected tokens is a region
     of mass m (its selected-token count); its blocks rank 2m + 1, a dilation-only block 2·(the largest m of
     a region within ``radius`` blocks) — so the margins of heavy regions come before isolated selected
-    tokens — and earlier blocks first on ties.
+    tokens — and earlier blocks first on ties. ``extra`` (B, H_kv, G; block ids, -1 padded): blocks added
+    like the sink and local blocks, on top of the cap (the global term, :func:`global_blocks`).
     """
     nb = math.ceil(n / block)
-    forced = set(range(math.ceil(sink / block))) | set(range(max(0, n - local) // block, nb) if local else ())
+    always = _forced_blocks(n, block, sink, local)
     rows = []
     for b in range(prev.shape[0]):
         row = []
         for j in range(prev.shape[1]):
+            forced = set(always)
+            if extra is not None:
+                forced |= {int(c) for c in extra[b, j].tolist() if c >= 0}
             counts: dict[int, int] = {}
             for t in prev[b, j].tolist():
                 if t >= 0:
@@ -115,7 +121,7 @@ def propose(
                 mass = sum(counts[x] for x in run)
                 region.update({x: mass for x in run})
 
-            def tier(c: int, region=region) -> int:
+            def tier(c: int, region=region, forced=forced) -> int:
                 if c in forced:
                     return 2 * n + 2
                 if c in region:
@@ -129,6 +135,60 @@ def propose(
         rows.append(row)
     width = max(len(sel) for row in rows for sel in row)
     return _pad(rows, width, prev.device)
+
+
+def _forced_blocks(n: int, block: int, sink: int, local: int) -> set[int]:
+    nb = math.ceil(n / block)
+    return set(range(math.ceil(sink / block))) | set(range(max(0, n - local) // block, nb) if local else ())
+
+
+def _page_bounds(q, K, page: int, scaling: float) -> list[list[torch.Tensor]]:
+    """Per batch row and query head, Quest's upper bound Σ_d max(q_d·min_d, q_d·max_d)·scaling of q·k over
+    each page of ``page`` tokens (channel-wise min/max of K over the page)."""
+    B, H, _ = q.shape
+    Hkv, n = K.shape[1], K.shape[2]
+    g = H // Hkv
+    npages = math.ceil(n / page)
+    out = []
+    for b in range(B):
+        row = []
+        for h in range(H):
+            j = h // g
+            lo = torch.stack([K[b, j, p * page : (p + 1) * page].amin(0) for p in range(npages)])
+            hi = torch.stack([K[b, j, p * page : (p + 1) * page].amax(0) for p in range(npages)])
+            row.append(torch.maximum(lo * q[b, h], hi * q[b, h]).sum(-1) * scaling)
+        out.append(row)
+    return out
+
+
+def global_blocks(
+    q, K, count: int, *, block=16, sink=4, local=64, scaling: float | None = None, span: int = 1
+) -> torch.Tensor:
+    """The proposal's global term: per KV group, the ``count`` pages of ``span`` blocks that hold no sink or
+    local block with the largest GQA-pooled Quest bound P_j(p) = Σ_{h∈j} softmax_p(bound_h)_p (softmax
+    over all pages); their block ids (B, H_kv, count'·span) ascending, -1 past the last block, where
+    count' = min(count, eligible pages)."""
+    scaling = check_decode_inputs(q, K, K, scaling)
+    B, H, _ = q.shape
+    Hkv, n = K.shape[1], K.shape[2]
+    g = H // Hkv
+    nb = math.ceil(n / block)
+    npages = math.ceil(nb / span)
+    forced = _forced_blocks(n, block, sink, local)
+    free = [p for p in range(npages) if not any(p * span + i in forced for i in range(span))]
+    count = min(count, len(free))
+    if count == 0:
+        return torch.empty(B, Hkv, 0, dtype=torch.long)
+    bounds = _page_bounds(q, K, span * block, scaling)
+    rows = []
+    for b in range(B):
+        row = []
+        for j in range(Hkv):
+            pooled = sum(torch.softmax(bounds[b][h], dim=-1) for h in range(j * g, (j + 1) * g))
+            pages = _top(pooled[free], free, count)
+            row.append([p * span + i if p * span + i < nb else -1 for p in pages for i in range(span)])
+        rows.append(row)
+    return _pad(rows, count * span, q.device)
 
 
 def sparse_attention(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
@@ -175,16 +235,12 @@ def quest_select(q, K, kappa: int, page: int = 16, scaling: float | None = None)
     g = H // Hkv
     npages = math.ceil(n / page)
     keep = max(1, min(npages, kappa // page))
+    bounds = _page_bounds(q, K, page, scaling)
     rows = []
     for b in range(B):
         row = []
         for j in range(Hkv):
-            lo = torch.stack([K[b, j, p * page : (p + 1) * page].amin(0) for p in range(npages)])
-            hi = torch.stack([K[b, j, p * page : (p + 1) * page].amax(0) for p in range(npages)])
-            pooled = 0
-            for h in range(j * g, (j + 1) * g):
-                bound = torch.maximum(lo * q[b, h], hi * q[b, h]).sum(-1) * scaling
-                pooled = pooled + torch.softmax(bound, dim=-1)
+            pooled = sum(torch.softmax(bounds[b][h], dim=-1) for h in range(j * g, (j + 1) * g))
             pages = _top(pooled, list(range(npages)), keep)
             row.append([t for p in pages for t in range(p * page, min(n, (p + 1) * page))])
         rows.append(row)
@@ -216,6 +272,13 @@ def decode_step(qs, Ks, Vs, config: PrismConfig, scaling: float | None = None):
         elif m == "quest":
             idx = quest_select(q, K, kappa, config.page, scaling)
         else:
+            G = config.global_count(kappa)
+            extra = None
+            if G:
+                extra = global_blocks(
+                    q, K, G, block=config.block, sink=config.sink, local=config.local, scaling=scaling,
+                    span=config.global_span,
+                )  # fmt: skip
             cand = propose(
                 prev,
                 n,
@@ -224,6 +287,7 @@ def decode_step(qs, Ks, Vs, config: PrismConfig, scaling: float | None = None):
                 sink=config.sink,
                 local=config.local,
                 cap=config.candidate_cap(kappa),
+                extra=extra,
             )
             idx = refine(q, K, cand, kappa, scaling)
         outs.append(sparse_attention(q, K, V, idx, scaling))
