@@ -58,7 +58,7 @@ def propose_dingo(p, dfa: TokenDFA, x, decoded, block, greedy, gen) -> torch.Ten
     q = dfa.run(x[:a].tolist()) if bool(decoded[:a].all()) else dfa.dead
     if q == dfa.dead:
         return prop
-    shared = {k: v for k, v in dfa._cache.items() if k in ("scatter", "table_t")}  # accept-independent
+    shared = {k: v for k, v in dfa._cache.items() if k == "plan"}  # accept-independent
     prefix_dfa = TokenDFA(dfa.table, _alive(dfa), q, dfa.dead, dfa.vocab, dfa.eos_id, dfa.name, shared)
     try:
         best = inference.map_decode(p[a:b], prefix_dfa)

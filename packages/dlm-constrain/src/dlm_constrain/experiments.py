@@ -138,7 +138,19 @@ BENCH_SCHEMA = {
 }
 
 
-def bench(quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
+def _cpu_medians(baseline, candidate, repeat: int) -> tuple[float, float]:
+    """Median thread CPU seconds of two functions, interleaved (wall time on a shared machine also
+    counts the time other processes hold the core; CPU time does not)."""
+    base, cand = [], []
+    for _ in range(repeat):
+        for fn, out in ((baseline, base), (candidate, cand)):
+            t = time.thread_time()
+            fn()
+            out.append(time.thread_time() - t)
+    return float(np.median(base)), float(np.median(cand))
+
+
+def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dict[str, Any]]:
     torch.manual_seed(seed)
     V = 128 if quick else 512
     vocab = bench_vocab(V, seed)
@@ -157,57 +169,79 @@ def bench(quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
     )
     model = TinyMDM(cfg).eval()
     ids = torch.randint(0, V, (1, n))
-    with torch.no_grad():
-        probs = torch.softmax(model(ids)[0].double() * 4, -1)
 
     def forward():
         with torch.no_grad():
             return model(ids)
 
+    # a decode step half-way through: half the positions are decoded (with a valid string's tokens),
+    # the sampler proposes a whole constrained string from the model's logits and commits k positions.
+    # Logits are sharpened (x4) because a random-init model is almost uniform; the cost does not change.
     gen = torch.Generator().manual_seed(seed)
+    logits = forward()[0] * 4  # float32, as the model returns them
+    x0 = inference.sample(torch.softmax(logits.double(), -1), dfa, generator=gen)
+    decoded = torch.zeros(n, dtype=torch.bool)
+    decoded[torch.randperm(n, generator=gen)[: n // 2]] = True
+    x = torch.where(decoded, x0, V)
+    k = max(1, n // 32)
+    for method in inference.METHODS:
+        sampler = ConstrainedSampler(lambda t: logits, dfa, steps=32, method=method, mask_id=V)
 
-    def constraint_step():
-        return inference.sample(probs, dfa, generator=gen)
+        def step(sampler=sampler):
+            return sampler.step(logits, x, decoded, (0, n), k, generator=gen)
 
-    c = compare(forward, constraint_step, warmup=1, repeat=reps)
-    records.append(
-        record(
-            package="dlm-constrain",
-            version=__version__,
-            benchmark="constraint-step-vs-forward",
-            setting={
-                "n": n,
-                "V": V,
-                "Q": dfa.num_states,
-                "model": f"TinyMDM d={cfg.d_model} L={cfg.n_layers}",
-                "method": "sequential",
-            },
-            metric="seconds (median)",
-            better="lower",
-            candidate="constraint step (transfer + exact sample)",
-            candidate_value=c.candidate.median,
-            baseline="model forward",
-            baseline_value=c.baseline.median,
-            repeats=reps,
-            target=0.25,
+        c = compare(forward, step, warmup=2, repeat=3 * reps)
+        cpu_base, cpu_cand = _cpu_medians(forward, step, 3 * reps)
+        records.append(
+            record(
+                package="dlm-constrain",
+                version=__version__,
+                benchmark=f"constraint-step-vs-forward-{method}",
+                setting={
+                    "n": n,
+                    "V": V,
+                    "Q": dfa.num_states,
+                    "model": f"TinyMDM d={cfg.d_model} L={cfg.n_layers} heads={cfg.n_heads} ff={cfg.d_ff}",
+                    "method": method,
+                    "decoded": n // 2,
+                    "commit_per_step": k,
+                    "threads": torch.get_num_threads(),
+                },
+                metric="seconds (median)",
+                better="lower",
+                candidate="decode step after the forward (softmax, exact proposal, confidence, remasking)",
+                candidate_value=c.candidate.median,
+                baseline="model forward (batch 1, no_grad)",
+                baseline_value=c.baseline.median,
+                repeats=3 * reps,
+                target=0.25,
+                cpu_seconds={"candidate": cpu_cand, "baseline": cpu_base, "ratio": cpu_cand / cpu_base},
+            )
         )
-    )
     # 2. log-depth samplers vs sequential at n = 1024
     n = 128 if quick else 1024
     probs = torch.softmax(torch.randn(n, V, dtype=torch.float64) * 3, -1)
+    plan, N = inference._plan(dfa), 1 << (n - 1).bit_length()
     for method in ("bisect", "scan"):
-        c = compare(
-            lambda: inference.sample(probs, dfa, method="sequential", generator=gen),
-            lambda m=method: inference.sample(probs, dfa, method=m, generator=gen),
-            warmup=1,
-            repeat=reps,
-        )
+        seq = lambda: inference.sample(probs, dfa, method="sequential", generator=gen)  # noqa: E731
+        cand = lambda m=method: inference.sample(probs, dfa, method=m, generator=gen)  # noqa: E731
+        c = compare(seq, cand, warmup=1, repeat=reps)
+        cpu_base, cpu_cand = _cpu_medians(seq, cand, reps)
         records.append(
             record(
                 package="dlm-constrain",
                 version=__version__,
                 benchmark=f"log-depth-{method}-vs-sequential",
-                setting={"n": n, "V": V, "Q": dfa.num_states, "threads": torch.get_num_threads()},
+                setting={
+                    "n": n,
+                    "V": V,
+                    "Q": dfa.num_states,
+                    "threads": torch.get_num_threads(),
+                    "state_pairs": plan.P,
+                    "tree_triples_per_level": [
+                        None if lv.a is None else len(lv.a) for lv in plan.levels(N, N > n)[:-1]
+                    ],
+                },
                 metric="seconds (median)",
                 better="lower",
                 candidate=f"{method} sampler",
@@ -216,9 +250,12 @@ def bench(quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
                 baseline_value=c.baseline.median,
                 repeats=reps,
                 target=1 / 1.5,
+                cpu_seconds={"candidate": cpu_cand, "baseline": cpu_base, "ratio": cpu_cand / cpu_base},
             )
         )
     # 3. accuracy of ours vs unconstrained on the tiny DLM (stochastic, ~4 tokens per step)
+    if not accuracy:
+        return records
     model = load_pretrained()
     count = 6 if quick else 30
     acc = {"exact": 0.0, "unconstrained": 0.0}

@@ -6,23 +6,28 @@ positions one-hot).  The constrained posterior is
     q_A(x) = prod_i p_i(x_i) * 1[x accepted by A] / Z.
 
 The automaton's state is a hidden Markov chain, so with transfer matrices
-``M_i[q, s] = sum_{v : T[q, v] = s} p_i(v)`` (built by one sparse product over the vocabulary) everything
-follows from chain message passing:
+``M_i[q, s] = sum_{v : T[q, v] = s} p_i(v)`` everything follows from chain message passing.  Real token
+automata connect few state pairs (the bench's JSON automaton: 97 of 56^2), so the matrices of all
+positions are built at once on that pair list, ``probs @ B`` with a precomputed 0/1 ``B [V, P]``:
 
 * ``Z = e_start^T M_1 ... M_n 1_F``; backward messages ``b_n = 1_F``, ``b_{i-1} = M_i b_i``;
 * sampling (sequential): state ``s_i ~ M_i[s_{i-1}, :] * b_i``, then token
   ``x_i ~ p_i(v) 1[T[s_{i-1}, v] = s_i]``;
 * greedy: the same recursions in the (max, +) semiring on log-probabilities (the MAP string under q_A);
-* log depth: a balanced tree of segment products ``M_{l+1} ... M_r`` (``log2 n`` levels of batched matrix
-  products).  ``method="bisect"`` draws the final state, then every segment midpoint given its two boundary
+* log depth: a balanced tree of segment products ``M_{l+1} ... M_r`` (``log2 n`` levels; each level is one
+  gather-multiply-scatter over the precomputed sparse "triples" ``(q, r, s)`` of the level's sparsity
+  pattern, for all nodes of the level at once, or one batched matmul when the pattern is dense).
+  ``method="bisect"`` draws the final state, then every segment midpoint given its two boundary
   states, ``P(s_m = s | s_l, s_r) ∝ [M_{l+1..m}]_{s_l s} [M_{m+1..r}]_{s s_r}``, one tree level at a time.
   ``method="scan"`` gets every backward message from the tree (a Blelloch-style down-sweep), draws for every
   position an independent random map ``f_i : Q -> Q`` from the posterior transition kernel, and composes
   the maps with a parallel prefix scan (``s_i = f_i(...f_1(start))``).
 
-All arithmetic is float64; products are renormalised (each message or segment matrix divided by its
-largest entry, the logarithm of the factor carried separately), so ``log Z`` is exact in log space even
-when ``Z`` underflows.  The dead state is dropped from every matrix: leaving the language loses mass.
+No Python loop runs over positions or states except in ``sequential`` (whose loop over positions is its
+point: depth n, a mat-vec per position).  All arithmetic is float64; products are renormalised (each
+message or segment matrix divided by its largest entry, the logarithm of the factor carried separately),
+so ``log Z`` is exact in log space even when ``Z`` underflows.  The dead state is dropped from every
+matrix: leaving the language loses mass.
 """
 
 from __future__ import annotations
@@ -71,6 +76,15 @@ def check_probs(probs, dfa: TokenDFA, *, name: str = "probs", normalize: bool = 
         raise InputError(
             f"vocabulary mismatch: {name} has {V} columns but {dfa.name} has a vocabulary of {dfa.vocab_size}"
         )
+    sums = t.sum(dim=1)
+    if bool(torch.isfinite(sums).all()) and bool(t.amin() >= 0) and bool((sums > 0).all()):
+        off = (sums - 1).abs() > _ROW_TOL  # the common case: two reductions, no temporaries
+        if not normalize and bool(off.any()):
+            bad = int(off.nonzero()[0, 0])
+            raise InputError(
+                f"{name} row {bad} sums to {float(sums[bad]):.6g}, not 1 (pass normalize=True to rescale)"
+            )
+        return t / sums[:, None]
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).any(dim=1).nonzero()[0, 0])
         raise InputError(f"{name} must be finite (NaN or inf in row {bad})")
@@ -91,97 +105,231 @@ def check_probs(probs, dfa: TokenDFA, *, name: str = "probs", normalize: bool = 
     return t / sums[:, None]
 
 
-# ------------------------------------------------------------------------------------------ building
-def _scatter(dfa: TokenDFA) -> torch.Tensor:
-    """The sparse 0/1 matrix B^T [Q'*Q', V] with B^T[q*Q' + T[q,v], v] = 1 over live transitions."""
-    key = "scatter"
-    if key not in dfa._cache:
-        Qe = dfa.dead
+# ------------------------------------------------------------------------------------------ structure
+class _Plan:
+    """Everything about an automaton's table that the hot path needs, precomputed once (cached on it).
+
+    Live edges ``(q, v) -> s`` (``T[q, v] = s != dead``), sorted by ``(q, s, v)``, and the distinct state
+    pairs ``(q, s)`` they connect (row-major, ``P`` of them; ``P << Q^2`` for real automata).  ``B[v, k]``
+    is 1 when token ``v`` moves pair ``k``'s source to its target, so the compact transfer matrices of all
+    positions are one dense product ``probs @ B`` (``[n, P]``).  ``toks[k]`` lists pair ``k``'s tokens
+    (padded with the sentinel id ``V``).  Product trees (sparsity patterns of segment products, one per
+    tree size) are cached here too; none of this depends on the start state or the accepting set.
+    """
+
+    def __init__(self, dfa: TokenDFA) -> None:
+        Qe, V = dfa.dead, dfa.vocab_size
         T = dfa.table[:Qe]
         q, v = np.nonzero(T != dfa.dead)
-        rows = q * Qe + T[q, v]
-        idx = torch.from_numpy(np.stack([rows, v]))
-        vals = torch.ones(len(v), dtype=torch.float64)
-        dfa._cache[key] = torch.sparse_coo_tensor(
-            idx, vals, (Qe * Qe, dfa.vocab_size), check_invariants=False
-        ).coalesce()
-    return dfa._cache[key]
+        s = T[q, v]
+        order = np.lexsort((v, s, q))
+        q, v, s = q[order], v[order], s[order]
+        flat, edge_pair = np.unique(q * Qe + s, return_inverse=True)
+        P = len(flat)
+        self.Qe, self.V, self.P = Qe, V, P
+        self.pair_q = torch.from_numpy(flat // Qe)
+        self.pair_s = torch.from_numpy(flat % Qe)
+        self.pair_flat = torch.from_numpy(flat)
+        B = torch.zeros(V, P, dtype=torch.float64)
+        B[torch.from_numpy(v), torch.from_numpy(edge_pair)] = 1.0
+        self.B = B
+        self.edge_v = torch.from_numpy(v)
+        self.edge_q = torch.from_numpy(q)
+        self.edge_s = torch.from_numpy(s)
+        self.edge_pair = torch.from_numpy(edge_pair.reshape(-1))
+        counts = np.bincount(edge_pair.reshape(-1), minlength=P)
+        Lmax = max(1, int(counts.max()) if P else 1)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        toks = np.full((P + 1, Lmax), V, dtype=np.int64)  # row P: the "no such pair" sentinel
+        toks[edge_pair.reshape(-1), np.arange(len(v)) - starts[edge_pair.reshape(-1)]] = v
+        self.toks = torch.from_numpy(toks)
+        self.toks_c = torch.from_numpy(np.where(toks == V, 0, toks))  # padding slots read token 0 ...
+        self.toks_w = torch.from_numpy((toks != V).astype(np.float64))  # ... with weight 0
+        pair_index = np.full((Qe, Qe), P, dtype=np.int64)
+        pair_index[flat // Qe, flat % Qe] = np.arange(P)
+        self.pair_index = torch.from_numpy(pair_index)
+        self.final = torch.from_numpy(dfa.accept[:Qe].astype(np.float64))
+        self.trees: dict[tuple[int, bool], list[_Level]] = {}
+
+    def levels(self, N: int, padded: bool) -> list[_Level]:
+        """Sparsity patterns of the product tree over ``N`` (a power of two) leaves."""
+        key = (N, padded)
+        if key not in self.trees:
+            Qe = self.Qe
+            flat = self.pair_flat.numpy()
+            if padded:  # identity matrices pad the sequence to a power of two
+                flat = np.union1d(flat, np.arange(Qe) * (Qe + 1))
+            lv = _Level(flat, Qe)
+            out = [lv]
+            for _ in range(N.bit_length() - 1):
+                lv = lv.square()
+                out.append(lv)
+            self.trees[key] = out
+        return self.trees[key]
 
 
-def _table(dfa: TokenDFA) -> torch.Tensor:
-    if "table_t" not in dfa._cache:
-        dfa._cache["table_t"] = torch.from_numpy(dfa.table[: dfa.dead].copy())
-    return dfa._cache["table_t"]
+_DENSE_FILL = 0.5  # store a product level densely once this fraction of all Q^2 pairs can be non-zero
+_DENSE_WORK = 1 / 8  # multiply densely (batched matmul) once the sparse triples exceed this share of Q^3
+# (measured on CPU: with the bench automaton, 97..496 pairs per level, sparse gathers beat batched
+# float64 matmuls at every level even for a single node)
+
+
+class _Level:
+    """The sparsity pattern of one product-tree level: ``P`` pairs (row-major) and how to form the next.
+
+    Values of a level are stored compactly and pair-major, ``[P + 1, nodes]`` (row ``P`` is a zero/-inf
+    sentinel, so ``vals[idx[a, s], j]`` reads entry ``(a, s)`` of node ``j``, zero where no path exists);
+    pair-major rows make every gather and scatter of a level a contiguous row operation.
+    """
+
+    def __init__(self, flat: np.ndarray, Qe: int) -> None:
+        self.Qe = Qe
+        self.dense = len(flat) == Qe * Qe
+        self.flat_np = flat
+        self.P = len(flat)
+        self.flat = torch.from_numpy(flat)
+        self.pq = torch.from_numpy(flat // Qe)
+        self.ps = torch.from_numpy(flat % Qe)
+        idx = np.full((Qe, Qe), self.P, dtype=np.int64)
+        idx[flat // Qe, flat % Qe] = np.arange(self.P)
+        self.idx = torch.from_numpy(idx)
+        self.idxT = torch.from_numpy(np.ascontiguousarray(idx.T))
+        self.a = self.b = self.c = None  # sparse product triples to the next level
+
+    def square(self) -> _Level:
+        """The pattern of a product of two nodes of this level, with the triples that compute it."""
+        Qe = self.Qe
+        pq, ps = self.flat_np // Qe, self.flat_np % Qe
+        if self.dense:
+            return _Level(np.arange(Qe * Qe), Qe)
+        a_list, b_list = [], []
+        by_target = [np.nonzero(ps == r)[0] for r in range(Qe)]
+        by_source = [np.nonzero(pq == r)[0] for r in range(Qe)]
+        work = sum(len(x) * len(y) for x, y in zip(by_target, by_source))
+        if work > _DENSE_WORK * Qe**3:
+            return _Level(np.arange(Qe * Qe), Qe)
+        for r in range(Qe):
+            left, right = by_target[r], by_source[r]
+            if len(left) and len(right):
+                a_list.append(np.repeat(left, len(right)))
+                b_list.append(np.tile(right, len(left)))
+        a = np.concatenate(a_list) if a_list else np.zeros(0, dtype=np.int64)
+        b = np.concatenate(b_list) if b_list else np.zeros(0, dtype=np.int64)
+        key = pq[a] * Qe + ps[b]
+        flat, c = np.unique(key, return_inverse=True)
+        if len(flat) > _DENSE_FILL * Qe * Qe:
+            return _Level(np.arange(Qe * Qe), Qe)
+        self.a, self.b, self.c = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c.reshape(-1))
+        self.ab = torch.cat([self.a, self.b])
+        return _Level(flat, Qe)
+
+    def gather_plan(self, nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flat-index tables for reading a level with ``nodes`` nodes (pair-major ``[P + 1, nodes]``).
+
+        ``tab[a]`` (``a < Q``) are the flat offsets of row ``a``'s entries and ``tab[Q + b]`` those of
+        column ``b``'s; ``off[0][j] = 2j`` and ``off[1][j] = 2j + 1`` are segment ``j``'s children.
+        """
+        if getattr(self, "_gp", None) is None or self._gp[0] != nodes:
+            tab = torch.cat([self.idx, self.idxT]) * nodes
+            left = torch.arange(0, nodes, 2)[:, None]
+            self._gp = (nodes, tab, torch.stack([left, left + 1])[:, None])
+        return self._gp[1], self._gp[2]
+
+    def to_dense(self, vals: torch.Tensor, fill: float) -> torch.Tensor:
+        """``[nodes, Q, Q]`` matrices from pair-major compact values ``[P + 1, nodes]``."""
+        nodes, Qe = vals.shape[1], self.Qe
+        if self.dense:
+            return vals[: Qe * Qe].T.reshape(nodes, Qe, Qe)
+        out = torch.full((Qe * Qe, nodes), fill, dtype=vals.dtype)
+        out.index_copy_(0, self.flat, vals[: self.P])
+        return out.T.reshape(nodes, Qe, Qe)
+
+
+def _plan(dfa: TokenDFA) -> _Plan:
+    if "plan" not in dfa._cache:
+        dfa._cache["plan"] = _Plan(dfa)
+    return dfa._cache["plan"]
 
 
 def _final(dfa: TokenDFA) -> torch.Tensor:
     return torch.from_numpy(dfa.accept[: dfa.dead].astype(np.float64))
 
 
+def _gather(values: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``values.view(-1)[idx]`` (a 1-D ``index_select``: on CPU several times faster than ``take``)."""
+    return values.view(-1).index_select(0, idx.reshape(-1)).view(idx.shape)
+
+
+# ------------------------------------------------------------------------------------------ building
 def transfer_matrices(probs, dfa: TokenDFA, *, normalize: bool = True) -> torch.Tensor:
     """``M[i, q, s] = sum_{v : T[q,v] = s} probs[i, v]`` over the live states (float64 ``[n, Q', Q']``).
 
-    One sparse-dense product ``B^T @ probs^T`` (the scatter over the vocabulary, ``O(n |Q| V)``).
+    One dense product ``probs @ B`` onto the automaton's distinct state pairs, scattered into the
+    ``Q' x Q'`` grid (the scatter over the vocabulary, ``O(n V P)``).
     """
     p = check_probs(probs, dfa, normalize=normalize)
-    return _transfer(p, dfa)
-
-
-def _transfer(p: torch.Tensor, dfa: TokenDFA) -> torch.Tensor:
-    Qe = dfa.dead
-    if Qe == 0:
+    if dfa.dead == 0:
         return torch.zeros(p.shape[0], 0, 0, dtype=torch.float64)
-    out = (_scatter(dfa) @ p.T.contiguous()).T
-    return out.reshape(p.shape[0], Qe, Qe)
+    plan = _plan(dfa)
+    return _dense(_compact(p, plan), plan, 0.0)
 
 
-def _log_transfer(p: torch.Tensor, dfa: TokenDFA, chunk: int = 64) -> torch.Tensor:
-    """``L[i, q, s] = max_{v : T[q,v] = s} log p_i(v)`` (``-inf`` when there is none)."""
-    n, V = p.shape
-    Qe = dfa.dead
-    T = _table(dfa)
-    out = torch.full((n, Qe, Qe + 1), -math.inf, dtype=torch.float64)
-    logp = p.log()
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        src = logp[a:b, None, :].expand(b - a, Qe, V)
-        idx = T[None].expand(b - a, Qe, V)
-        out[a:b].scatter_reduce_(2, idx, src, reduce="amax")
-    return out[:, :, :Qe]
+def _compact(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    """Transfer matrices of all positions on the pair list: ``[n, P]``."""
+    return p @ plan.B
+
+
+def _compact_log(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    """``L[i, k] = max_{v moving pair k} log p_i(v)`` (``[n, P]``; the max-product transfer matrices)."""
+    n = p.shape[0]
+    src = p.index_select(1, plan.edge_v).log_()
+    out = torch.full((n, plan.P), -math.inf, dtype=p.dtype)
+    return out.scatter_reduce_(1, plan.edge_pair.expand(n, -1), src, "amax")
+
+
+def _dense(Mc: torch.Tensor, plan: _Plan, fill: float) -> torch.Tensor:
+    n, Qe = Mc.shape[0], plan.Qe
+    out = torch.full((n, Qe * Qe), fill, dtype=Mc.dtype)
+    out.index_copy_(1, plan.pair_flat, Mc)
+    return out.view(n, Qe, Qe)
 
 
 # ------------------------------------------------------------------------------------------ messages
 def _backward(M: torch.Tensor, final: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled backward messages: beta [n+1, Q'] (max 1, or all 0) and their log scales [n+1]."""
+    """Scaled backward messages beta [n+1, Q'] (max 1) and ``log Z`` pieces: returns (beta, logZ-scale).
+
+    Depth n: one mat-vec, one max and one division per position.  The second value is
+    ``log(prod of the scales)``, so ``log Z = scale + log beta[0, start]``; ``-inf`` when a message
+    vanishes (then every earlier message is reported as 0).
+    """
     n, Qe, _ = M.shape
     beta = torch.empty(n + 1, Qe, dtype=torch.float64)
-    logm = torch.ones(n + 1, dtype=torch.float64)
+    scale = torch.empty(n, dtype=torch.float64)
     beta[n] = final
+    Ms, bs, ms = M.unbind(0), beta.unbind(0), scale.unbind(0)
     for i in range(n, 0, -1):
-        b = torch.mv(M[i - 1], beta[i])
-        m = b.max().clamp_min(1e-300)  # an all-zero message stays zero; Z = 0 is detected below
-        torch.div(b, m, out=beta[i - 1])
-        logm[i - 1] = m
-    logc = logm.log().flip(0).cumsum(0).flip(0)
-    logc[n] = 0.0
-    if not beta[0].max() > 0:
-        zero = (beta.amax(-1) == 0).nonzero()
-        logc[: int(zero.max()) + 1] = -math.inf
-    return beta, logc
+        b = torch.mv(Ms[i - 1], bs[i])
+        torch.amax(b, 0, out=ms[i - 1])
+        torch.div(b, ms[i - 1], out=bs[i - 1])
+    if not bool((scale > 0).all()):  # a vanished message: Z = 0 (NaNs above it are zeros)
+        beta.nan_to_num_(nan=0.0)
+        last = int((scale <= 0).nonzero().max())
+        beta[: last + 1] = 0.0
+        return beta, torch.tensor(-math.inf, dtype=torch.float64)
+    return beta, scale.log().sum()
 
 
 def _forward(M: torch.Tensor, start: int) -> torch.Tensor:
     """Scaled forward messages alpha [n+1, Q'] (each row divided by its max)."""
     n, Qe, _ = M.shape
     alpha = torch.zeros(n + 1, Qe, dtype=torch.float64)
-    a = torch.zeros(Qe, dtype=torch.float64)
-    a[start] = 1.0
-    alpha[0] = a
+    alpha[0, start] = 1.0
+    Ms, al = M.unbind(0), alpha.unbind(0)
+    m = torch.empty((), dtype=torch.float64)
     for i in range(n):
-        a = a @ M[i]
-        m = a.max()
-        a = a / m if m > 0 else a
-        alpha[i + 1] = a
+        a = torch.mv(Ms[i].T, al[i])
+        torch.amax(a, 0, out=m)
+        torch.div(a, m.clamp_min_(1e-300), out=al[i + 1])
     return alpha
 
 
@@ -204,16 +352,15 @@ def log_partition(probs, dfa: TokenDFA, *, method: Method = "sequential", normal
         raise InputError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
     if dfa.dead == 0:
         return -math.inf
-    M = _transfer(p, dfa)
-    final = _final(dfa)
+    plan = _plan(dfa)
+    Mc = _compact(p, plan)
     if method == "sequential":
-        beta, logc = _backward(M, final)
+        beta, scale = _backward(_dense(Mc, plan, 0.0), plan.final)
         z = beta[0, dfa.start]
-        return float(logc[0] + torch.log(z)) if z > 0 else -math.inf
-    tree, scales = _upsweep_sum(M)
-    top, ls = tree[-1][0], scales[-1][0]
-    z = top[dfa.start] @ final
-    return float(ls + torch.log(z)) if z > 0 else -math.inf
+        return float(scale + torch.log(z)) if z > 0 else -math.inf
+    tree, levels, scales = _upsweep(Mc, plan, greedy=False, scales=True)
+    z = (tree[-1][levels[-1].idx[dfa.start], 0] * plan.final).sum()
+    return float(scales[0] + torch.log(z)) if z > 0 else -math.inf  # NaN (Z = 0) is not > 0
 
 
 def check_feasible(probs, dfa: TokenDFA, *, normalize: bool = True) -> float:
@@ -228,193 +375,250 @@ def constrained_marginals(probs, dfa: TokenDFA, *, normalize: bool = True) -> to
     """``P_{q_A}(x_i = v)`` for every position and token (float64 ``[n, V]``, rows sum to 1).
 
     ``P(x_i = v) = sum_q alpha_{i-1}[q] p_i(v) beta_i[T[q, v]] / Z``, computed with scaled messages and
-    renormalised per row.
+    renormalised per row; the sum over states runs over the live edges of all positions at once.
     """
     p = check_probs(probs, dfa, normalize=normalize)
+    return _marginals(p, dfa)
+
+
+def _marginals(p: torch.Tensor, dfa: TokenDFA) -> torch.Tensor:
     n, V = p.shape
     if dfa.dead == 0:
         raise _zero_error(dfa, n)
-    M = _transfer(p, dfa)
-    beta, _logc = _backward(M, _final(dfa))
+    plan = _plan(dfa)
+    M = _dense(_compact(p, plan), plan, 0.0)
+    beta, _ = _backward(M, plan.final)
     if not beta[0, dfa.start] > 0:
         raise _zero_error(dfa, n)
     alpha = _forward(M, dfa.start)
-    T = _table(dfa)
-    out = torch.empty(n, V, dtype=torch.float64)
-    pad = torch.zeros(1, dtype=torch.float64)
-    for i in range(n):
-        b = torch.cat([beta[i + 1], pad])  # the dead state has beta = 0
-        w = (alpha[i][:, None] * b[T]).sum(0) * p[i]
-        out[i] = w / w.sum()
+    w = alpha[:n].index_select(1, plan.edge_q) * beta[1:].index_select(1, plan.edge_s)  # [n, E]
+    out = torch.zeros(n, V, dtype=torch.float64).index_add_(1, plan.edge_v, w).mul_(p)
+    return out.div_(out.sum(1, keepdim=True))
+
+
+# ------------------------------------------------------------------------------------------ product tree
+def _upsweep(
+    Mc: torch.Tensor, plan: _Plan, greedy: bool, scales: bool = False
+) -> tuple[list[torch.Tensor], list[_Level], torch.Tensor | None]:
+    """All segment products of a balanced tree, one batched step per level.
+
+    Level 0 holds the (compact) transfer matrices padded with identities to ``N = 2^k`` positions;
+    level ``k + 1`` node ``j`` is the product of level-``k`` nodes ``2j`` and ``2j + 1``, computed by a
+    gather-multiply-scatter over the precomputed sparse triples (or one ``torch.bmm`` once the pattern is
+    dense).  Values are pair-major ``[P + 1, nodes]``.  Sum semiring: every node is divided by its max
+    entry, and with ``scales`` the logarithms are accumulated (returned for the top node, as a 1-tensor;
+    sampling does not need them).  An all-zero node (no path through its segment, so ``Z = 0``) becomes
+    NaN and makes the top NaN, which the callers read as infeasible.  Max semiring (``greedy``): log
+    values, no scales.
+    """
+    n = Mc.shape[0]
+    N = 1 << max(0, (n - 1).bit_length())
+    levels = plan.levels(N, N > n)
+    lv0 = levels[0]
+    fill = -math.inf if greedy else 0.0
+    vals = torch.full((lv0.P + 1, N), fill, dtype=torch.float64)
+    if lv0.P == plan.P:
+        vals[: plan.P, :n] = Mc.T
+    else:
+        vals[:, :n].index_copy_(0, lv0.idx[plan.pair_q, plan.pair_s], Mc.T)
+    if N > n:
+        vals[lv0.idx.diagonal(), n:] = 0.0 if greedy else 1.0
+    scale = None
+    if not greedy:
+        m = vals.amax(0, keepdim=True)
+        vals.div_(m)
+        if scales:
+            scale = m.log_().view(-1)
+    tree = [vals]
+    for k in range(len(levels) - 1):
+        lv, nxt = levels[k], levels[k + 1]
+        nodes = vals.shape[1] // 2
+        if nxt.dense and lv.a is None:
+            A, B = lv.to_dense(vals[:, 0::2], fill), lv.to_dense(vals[:, 1::2], fill)
+            C = _maxplus(A, B) if greedy else torch.bmm(A, B)
+            out = torch.cat([C.view(nodes, nxt.P).T, C.new_full((1, nodes), fill)], 0)
+        else:
+            g = vals.index_select(0, lv.ab)  # [2T, 2 nodes]: both factors of every triple, all nodes
+            T = lv.c.shape[0]
+            out = torch.full((nxt.P + 1, nodes), fill, dtype=torch.float64)
+            if greedy:
+                out.scatter_reduce_(0, lv.c[:, None].expand(-1, nodes), g[:T, 0::2] + g[T:, 1::2], "amax")
+            else:
+                out.index_add_(0, lv.c, g[:T, 0::2] * g[T:, 1::2])
+        if not greedy:
+            m = out.amax(0, keepdim=True)
+            out.div_(m)
+            if scales:
+                scale = scale[0::2] + scale[1::2] + m.log_().view(-1)
+        vals = out
+        tree.append(vals)
+    return tree, levels, scale
+
+
+def _maxplus(A: torch.Tensor, B: torch.Tensor, budget: int = 1 << 22) -> torch.Tensor:
+    """``out[j] = max_r A[j, :, r] + B[j, r, :]`` in chunks of nodes (max-plus batched product)."""
+    nodes, Qe, _ = A.shape
+    out = torch.empty(nodes, Qe, Qe, dtype=A.dtype)
+    step = max(1, budget // max(1, Qe**3))
+    for a in range(0, nodes, step):
+        b = min(nodes, a + step)
+        out[a:b] = (A[a:b, :, :, None] + B[a:b, None, :, :]).amax(dim=2)
     return out
+
+
+def _downsweep(tree, levels, final: torch.Tensor, greedy: bool) -> torch.Tensor:
+    """Backward messages at every boundary 0..N from the product tree: ``b_l = [M_{l+1..r}] b_r``.
+
+    One batched (sparse) mat-vec per level.  Sum semiring: each message divided by its max; max
+    semiring: log values.
+    """
+    N = tree[0].shape[1]
+    Qe = final.shape[0]
+    msg = torch.empty(N + 1, Qe, dtype=torch.float64)
+    msg[N] = final if not greedy else torch.where(final > 0, 0.0, -math.inf)
+    msg[0] = _apply(tree[-1], levels[-1], msg[N][None], greedy)[0]
+    for k in range(len(tree) - 1, 0, -1):
+        width = 1 << k
+        r_idx = torch.arange(width, N + 1, width)
+        msg[r_idx - width // 2] = _apply(tree[k - 1][:, 1::2], levels[k - 1], msg[r_idx], greedy)
+    return msg
+
+
+def _apply(vals: torch.Tensor, lv: _Level, b: torch.Tensor, greedy: bool) -> torch.Tensor:
+    """``out[j, q] = sum_s A_j[q, s] b_j[s]`` (or max-plus) for pair-major compact ``A``: ``[nodes, Q]``."""
+    nodes = vals.shape[1]
+    w = b.T.contiguous().index_select(0, lv.ps)  # [P, nodes]
+    if greedy:
+        w.add_(vals[: lv.P])
+        out = torch.full((lv.Qe, nodes), -math.inf, dtype=torch.float64)
+        return out.scatter_reduce_(0, lv.pq[:, None].expand(-1, nodes), w, "amax").T
+    w.mul_(vals[: lv.P])
+    out = torch.zeros(lv.Qe, nodes, dtype=torch.float64).index_add_(0, lv.pq, w)
+    return out.div_(out.amax(0, keepdim=True).clamp_min_(1e-300)).T
 
 
 # ------------------------------------------------------------------------------------------ sampling helpers
 def _categorical(weights: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
-    """One index per row of non-negative ``weights [..., K]`` (inverse CDF; zero weights never chosen)."""
+    """One index per row of non-negative ``weights [..., K]`` (inverse CDF; zero weights never chosen).
+
+    The CDF is divided by its last entry, which makes it exactly 1 from the last positive weight on
+    (``x / x == 1`` in IEEE arithmetic), so a uniform ``u < 1`` can never land on a zero weight.
+    """
     cdf = weights.cumsum(-1)
-    total = cdf[..., -1:]
-    u = torch.rand(total.shape, dtype=torch.float64, generator=gen) * total
+    cdf = cdf / cdf[..., -1:]
+    u = torch.rand((*cdf.shape[:-1], 1), dtype=cdf.dtype, generator=gen)
     idx = torch.searchsorted(cdf, u, right=True)
     return idx.squeeze(-1).clamp_(max=weights.shape[-1] - 1)
 
 
 def _tokens_given_states(
-    p: torch.Tensor, dfa: TokenDFA, states: torch.Tensor, greedy: bool, gen, chunk: int = 1 << 22
+    p: torch.Tensor, plan: _Plan, states: torch.Tensor, greedy: bool, gen, chunk: int = 1 << 22
 ) -> torch.Tensor:
-    """Tokens x_i given state pairs (s_{i-1}, s_i): x_i ∝ p_i(v) 1[T[s_{i-1}, v] = s_i] (or its argmax)."""
-    S, _n1 = states.shape
+    """Tokens x_i given state pairs (s_{i-1}, s_i): x_i ∝ p_i(v) 1[T[s_{i-1}, v] = s_i] (or its argmax).
+
+    Only the tokens of the chosen pair are looked at (``plan.toks``, padded with weight-0 slots), not the
+    whole vocabulary.  Greedy takes the most probable of them (the lowest id on ties).
+    """
+    S = states.shape[0]
     n, V = p.shape
-    T = _table(dfa)
+    Lmax = plan.toks.shape[1]
+    pos = (torch.arange(n) * V)[:, None]
+    flat = p.reshape(-1)
     out = torch.empty(S, n, dtype=torch.long)
-    rows = max(1, chunk // max(1, n * V))
+    rows = max(1, chunk // max(1, n * Lmax))
     for a in range(0, S, rows):
         b = min(S, a + rows)
-        prev, nxt = states[a:b, :-1], states[a:b, 1:]
-        ok = T[prev] == nxt[..., None]  # [s, n, V]
-        if greedy:
-            w = torch.where(ok, p.log()[None], torch.tensor(-math.inf, dtype=torch.float64))
-            out[a:b] = w.argmax(-1)
-        else:
-            out[a:b] = _categorical(p[None] * ok, gen)
+        pair = _gather(plan.pair_index, states[a:b, :-1] * plan.Qe + states[a:b, 1:]).view(-1)
+        cand = plan.toks_c.index_select(0, pair).view(b - a, n, Lmax)
+        w = _gather(flat, cand + pos).mul_(plan.toks_w.index_select(0, pair).view(b - a, n, Lmax))
+        pick = w.argmax(-1) if greedy else _categorical(w, gen)
+        out[a:b] = cand.gather(-1, pick[..., None])[..., 0]
     return out
 
 
-def _mm_sum(A: torch.Tensor, B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    C = A @ B
-    m = C.amax(dim=(-2, -1)).clamp_min(1e-300)
-    return C / m[..., None, None], m.log()
-
-
-def _mm_max(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    return (A[..., :, :, None] + B[..., None, :, :]).amax(dim=-2)
-
-
-def _pad_pow2(M: torch.Tensor, fill_identity: float, fill_off: float) -> torch.Tensor:
-    n, Qe, _ = M.shape
-    N = 1 << max(0, (n - 1).bit_length())
-    if N == n:
-        return M
-    eye = torch.full((Qe, Qe), fill_off, dtype=M.dtype)
-    eye.fill_diagonal_(fill_identity)
-    return torch.cat([M, eye.expand(N - n, Qe, Qe)], dim=0)
-
-
-def _upsweep_sum(M: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Levels of segment products (each renormalised) and their log scales; level 0 is M padded."""
-    level = _pad_pow2(M, 1.0, 0.0)
-    m = level.amax(dim=(-2, -1)).clamp_min(1e-300)
-    level = level / m[:, None, None]
-    scale = m.log()
-    tree, scales = [level], [scale]
-    while level.shape[0] > 1:
-        C, s = _mm_sum(level[0::2], level[1::2])
-        scale = scale[0::2] + scale[1::2] + s
-        level = C
-        tree.append(level)
-        scales.append(scale)
-    return tree, scales
-
-
-def _upsweep_max(L: torch.Tensor) -> list[torch.Tensor]:
-    level = _pad_pow2(L, 0.0, -math.inf)
-    tree = [level]
-    while level.shape[0] > 1:
-        level = _mm_max(level[0::2], level[1::2])
-        tree.append(level)
-    return tree
-
-
-def _downsweep(tree: list[torch.Tensor], final: torch.Tensor, greedy: bool) -> torch.Tensor:
-    """Messages at every boundary 0..N from the product tree: ``b_l = [M_{l+1..r}] b_r`` level by level.
-
-    Sum semiring: each message is renormalised (scale irrelevant for sampling); max semiring: log values.
-    """
-    N = tree[0].shape[0]
-    Qe = final.shape[0]
-    msg = torch.empty(N + 1, Qe, dtype=torch.float64)
-    msg[N] = final if not greedy else torch.where(final > 0, 0.0, -math.inf)
-    top = tree[-1][0]
-    msg[0] = _apply(top, msg[N][None], greedy)[0]
-    for k in range(len(tree) - 1, 0, -1):
-        width = 1 << k
-        left = tree[k - 1][0::2]  # [nodes, Q, Q], covering [l, m)
-        right = tree[k - 1][1::2]  # covering [m, r)
-        r_idx = torch.arange(width, N + 1, width)
-        m_idx = r_idx - width // 2
-        msg[m_idx] = _apply(right, msg[r_idx], greedy)
-        del left
-    return msg
-
-
-def _apply(A: torch.Tensor, b: torch.Tensor, greedy: bool) -> torch.Tensor:
-    if greedy:
-        return (A + b[:, None, :]).amax(-1)
-    out = (A @ b[..., None])[..., 0]
-    return out / out.amax(-1, keepdim=True).clamp_min(1e-300)
-
-
 # ------------------------------------------------------------------------------------------ samplers
-def _states_sequential(M, final, start, S, greedy, gen, L, beta):
-    n, Qe, _ = M.shape
-    states = torch.empty(S, n + 1, dtype=torch.long)
-    states[:, 0] = start
+def _states_sequential(Mc, plan, start, S, greedy, gen):
+    """Depth n: backward messages, then one categorical (or argmax) per position and sample."""
+    n = Mc.shape[0]
+    Qe = plan.Qe
+    states = torch.empty(n + 1, S, dtype=torch.long)
+    states[0] = start
+    st = states.unbind(0)
     if greedy:
+        L = _dense(Mc, plan, -math.inf)
         delta = torch.empty(n + 1, Qe, dtype=torch.float64)
-        delta[n] = torch.where(final > 0, 0.0, -math.inf)
+        delta[n] = torch.where(plan.final > 0, 0.0, -math.inf)
+        Ls, ds = L.unbind(0), delta.unbind(0)
         for i in range(n, 0, -1):
-            delta[i - 1] = (L[i - 1] + delta[i][None]).amax(-1)
-        for i in range(1, n + 1):
-            states[:, i] = (L[i - 1][states[:, i - 1]] + delta[i][None]).argmax(-1)
-        return states
-    for i in range(1, n + 1):
-        w = M[i - 1][states[:, i - 1]] * beta[i][None]
-        states[:, i] = _categorical(w, gen)
-    return states
+            torch.amax(Ls[i - 1] + ds[i], 1, out=ds[i - 1])
+        if not bool(torch.isfinite(delta[0, start])):
+            return None
+        K = (L + delta[1:, None, :]).unbind(0)
+        for i in range(n):
+            torch.argmax(K[i].index_select(0, st[i]), 1, out=st[i + 1])
+        return states.T
+    M = _dense(Mc, plan, 0.0)
+    beta, _ = _backward(M, plan.final)
+    if not beta[0, start] > 0:
+        return None
+    cdf = M.mul_(beta[1:, None, :]).cumsum_(-1)
+    cdf = (cdf / cdf[..., -1:]).nan_to_num_(nan=1.0).unbind(0)  # rows of unreachable states: 0/0
+    u = torch.rand(n, S, 1, dtype=torch.float64, generator=gen).unbind(0)
+    for i in range(n):
+        torch.searchsorted(cdf[i].index_select(0, st[i]), u[i], right=True, out=st[i + 1].view(S, 1))
+    return states.T
 
 
-def _states_bisect(tree, final, start, n, S, greedy, gen):
-    N = tree[0].shape[0]
+def _states_bisect(tree, levels, final, start, n, S, greedy, gen):
+    """Log depth: the final state, then every segment midpoint of a tree level at once.
+
+    Segment ``[l, r)`` of width ``w`` with boundary states ``(a, b)`` draws its midpoint ``m = l + w/2``
+    from ``[M_{l+1..m}]_{a s} [M_{m+1..r}]_{s b}``: row ``a`` of the left child times column ``b`` of the
+    right child, read from the compact tree with one gather each.
+    """
+    N = tree[0].shape[1]
     states = torch.empty(S, N + 1, dtype=torch.long)
     states[:, 0] = start
-    top = tree[-1][0]
+    top = tree[-1][levels[-1].idx[start], 0]
     if greedy:
-        states[:, N] = (top[start] + torch.where(final > 0, 0.0, -math.inf)).argmax()
+        states[:, N] = (top + torch.where(final > 0, 0.0, -math.inf)).argmax()
     else:
-        states[:, N] = _categorical((top[start] * final).expand(S, -1), gen)
+        states[:, N] = _categorical((top * final).expand(S, -1), gen)
+    Qe = final.shape[0]
     for k in range(len(tree) - 1, 0, -1):
         width = 1 << k
-        left, right = tree[k - 1][0::2], tree[k - 1][1::2]  # [nodes, Q, Q]
-        l_idx = torch.arange(0, N, width)
-        a = states[:, l_idx]  # [S, nodes]
-        b = states[:, l_idx + width]
-        nodes = torch.arange(len(l_idx))
-        lw = left[nodes[None, :], a]  # [S, nodes, Q]: row a of the left segment
-        rw = right[nodes[None, :], :, b]  # [S, nodes, Q]: column b of the right segment
-        if greedy:
-            mid = (lw + rw).argmax(-1)
-        else:
-            mid = _categorical(lw * rw, gen)
-        states[:, l_idx + width // 2] = mid
+        vals, lv = tree[k - 1], levels[k - 1]
+        tab, off = lv.gather_plan(vals.shape[1])
+        # [2, S, segments]: left boundary states (rows of the left child), right ones (columns, offset Q)
+        ab = torch.stack([states[:, 0:N:width], states[:, width : N + 1 : width].add(Qe)])
+        w = _gather(vals, tab[ab].add_(off))  # [2, S, segments, Q]: row a, column b
+        w = w.sum(0) if greedy else w.prod(0)
+        states[:, width // 2 : N : width] = w.argmax(-1) if greedy else _categorical(w, gen)
     return states[:, : n + 1]
 
 
-def _states_scan(tree, final, start, n, S, greedy, gen, level0):
-    """Posterior kernels from the down-swept messages, random maps per position, prefix composition."""
-    msg = _downsweep(tree, final, greedy)[: n + 1]
-    Qe = final.shape[0]
-    K = level0[:n]  # [n, Q, Q] (sum: M_i scaled; max: log M_i)
+def _states_scan(tree, levels, Mc, plan, start, n, S, greedy, gen):
+    """Down-swept messages, one random map per position (exponential race per state), prefix composition."""
+    final = plan.final
+    msg = _downsweep(tree, levels, final, greedy)[1 : n + 1]
+    Qe, P = plan.Qe, plan.P
+    nxt = msg.index_select(1, plan.pair_s)  # [n, P]
     if greedy:
-        maps = (K + msg[1:, None, :]).argmax(-1).expand(S, n, Qe)
+        key = (Mc + nxt).neg_().expand(S, n, P)  # smallest key = best successor
     else:
-        w = K * msg[1:, None, :]  # rows of never-visited states may be all 0: any map entry will do
-        maps = _categorical(w[None].expand(S, n, Qe, Qe), gen)  # [S, n, Q]
+        w = Mc * nxt
+        e = torch.rand(S, n, P, dtype=torch.float64, generator=gen).log_().neg_()  # Exp(1), > 0
+        key = e.div_(w)  # zero weight -> +inf; argmin over a state's pairs is exact P ∝ w
+    idx = plan.pair_q.expand(S, n, P)
+    best = torch.full((S, n, Qe), math.inf, dtype=torch.float64).scatter_reduce_(2, idx, key, "amin")
+    win = key == best.gather(2, idx)
+    cand = torch.where(win, plan.pair_s, -1)
+    maps = torch.full((S, n, Qe), -1, dtype=torch.long).scatter_reduce_(2, idx, cand, "amax").clamp_(min=0)
     # inclusive prefix composition g_i = f_i ∘ ... ∘ f_1 (Hillis–Steele, log2 n rounds of gathers)
-    g = maps.clone()
+    g = maps
     shift = 1
     while shift < n:
-        prev = g[:, :-shift]  # g_{i-shift}
-        g = torch.cat([g[:, :shift], torch.gather(g[:, shift:], 2, prev)], dim=1)
+        g = torch.cat([g[:, :shift], torch.gather(g[:, shift:], 2, g[:, :-shift])], dim=1)
         shift *= 2
     states = torch.empty(S, n + 1, dtype=torch.long)
     states[:, 0] = start
@@ -445,34 +649,50 @@ def sample(
     S = 1 if num_samples is None else int(num_samples)
     if S < 1:
         raise InputError(f"num_samples must be a positive integer, got {num_samples!r}")
+    tokens = _sample(p, dfa, S, method, greedy, generator)
+    return tokens[0] if num_samples is None else tokens
+
+
+def _sample(
+    p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, gen, fixed: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`sample` on checked, normalised float64 probabilities (the decoding loop's entry point).
+
+    ``fixed`` (LongTensor ``[n]``, optional): the token of every row of ``p`` that is one-hot (a decoded
+    position) and -1 elsewhere; those transfer matrices are read off the automaton (``B[token]``)
+    instead of multiplied out.
+    """
     n = p.shape[0]
     if dfa.dead == 0:
         raise _zero_error(dfa, n)
-    final = _final(dfa)
-    M = _transfer(p, dfa)
-    L = _log_transfer(p, dfa) if greedy else None
-    if method == "sequential":
-        beta, _ = _backward(M, final)
-        if not beta[0, dfa.start] > 0:
-            raise _zero_error(dfa, n)
-        states = _states_sequential(M, final, dfa.start, S, greedy, generator, L, beta)
+    plan = _plan(dfa)
+    if greedy:
+        Mc = _compact_log(p, plan)
+    elif fixed is not None and bool((fixed >= 0).any()):
+        rows, free = (fixed >= 0).nonzero().view(-1), (fixed < 0).nonzero().view(-1)
+        Mc = torch.empty(n, plan.P, dtype=torch.float64)
+        Mc.index_copy_(0, rows, plan.B.index_select(0, fixed.index_select(0, rows)))
+        Mc.index_copy_(0, free, p.index_select(0, free) @ plan.B)
     else:
+        Mc = _compact(p, plan)
+    if method == "sequential":
+        states = _states_sequential(Mc, plan, dfa.start, S, greedy, gen)
+        if states is None:
+            raise _zero_error(dfa, n)
+    else:
+        tree, levels, _ = _upsweep(Mc, plan, greedy)
+        top = tree[-1][levels[-1].idx[dfa.start], 0]
         if greedy:
-            tree = _upsweep_max(L)
-            feasible = bool(
-                torch.isfinite((tree[-1][0][dfa.start] + torch.where(final > 0, 0.0, -math.inf)).max())
-            )
+            feasible = bool(torch.isfinite((top + torch.where(plan.final > 0, 0.0, -math.inf)).max()))
         else:
-            tree, _ = _upsweep_sum(M)
-            feasible = bool(tree[-1][0][dfa.start] @ final > 0)
+            feasible = bool((top * plan.final).sum() > 0)
         if not feasible:
             raise _zero_error(dfa, n)
         if method == "bisect":
-            states = _states_bisect(tree, final, dfa.start, n, S, greedy, generator)
+            states = _states_bisect(tree, levels, plan.final, dfa.start, n, S, greedy, gen)
         else:
-            states = _states_scan(tree, final, dfa.start, n, S, greedy, generator, tree[0])
-    tokens = _tokens_given_states(p, dfa, states, greedy, generator)
-    return tokens[0] if num_samples is None else tokens
+            states = _states_scan(tree, levels, Mc, plan, dfa.start, n, S, greedy, gen)
+    return _tokens_given_states(p, plan, states, greedy, gen)
 
 
 def map_decode(

@@ -80,3 +80,44 @@ def reference_transfer(probs, dfa: TokenDFA) -> np.ndarray:
                 if s != dfa.dead:
                     M[i, q, s] += p[i, v]
     return M
+
+
+def reference_chain(probs, dfa: TokenDFA) -> tuple[float, np.ndarray]:
+    """``(log Z, marginals [n, V])`` by plain forward-backward over the triple-loop transfer matrices.
+
+    float64 numpy, one position at a time, messages renormalised per step; no enumeration, so it checks
+    the fast paths at lengths where brute force is impossible.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    p = p / p.sum(axis=1, keepdims=True)
+    n, V = p.shape
+    M = reference_transfer(p, dfa)
+    Qe = dfa.dead
+    final = dfa.accept[:Qe].astype(np.float64)
+    beta = np.zeros((n + 1, Qe))
+    beta[n] = final
+    logz = 0.0
+    for i in range(n, 0, -1):
+        b = M[i - 1] @ beta[i]
+        m = b.max()
+        if m == 0:
+            return -math.inf, np.full((n, V), np.nan)
+        beta[i - 1] = b / m
+        logz += math.log(m)
+    z = beta[0, dfa.start]
+    if z == 0:
+        return -math.inf, np.full((n, V), np.nan)
+    alpha = np.zeros((n + 1, Qe))
+    alpha[0, dfa.start] = 1.0
+    for i in range(n):
+        a = alpha[i] @ M[i]
+        alpha[i + 1] = a / a.max()
+    marg = np.zeros((n, V))
+    for i in range(n):
+        for q in range(Qe):
+            for v in range(V):
+                s = int(dfa.table[q, v])
+                if s != dfa.dead:
+                    marg[i, v] += alpha[i, q] * p[i, v] * beta[i + 1, s]
+        marg[i] /= marg[i].sum()
+    return logz + math.log(z), marg

@@ -99,7 +99,6 @@ class ConstrainedSampler:
         dfa = self.automaton
         if self.strategy == "exact":
             dfa.check_length(n)
-        V = dfa.vocab_size
         B = n if self.block_size is None else min(self.block_size, n)
         blocks = [(a, min(n, a + B)) for a in range(0, n, B)]
         per_block = [
@@ -115,20 +114,42 @@ class ConstrainedSampler:
                     break
                 k = math.ceil(remaining / (n_steps - step))
                 logits = self.model_fn(x.clone())
-                p = self._probs(logits, n, V, x, decoded)
-                proposal, conf = self._propose(p, x, decoded, (a, b), generator)
-                candidates = torch.nonzero(~decoded[a:b]).flatten() + a
-                if self.remasking == "confidence":
-                    order = torch.argsort(conf[candidates], descending=True, stable=True)
-                else:
-                    order = torch.randperm(len(candidates), generator=generator)
-                chosen = candidates[order[:k]]
-                x[chosen] = proposal[chosen]
+                chosen, tokens = self.step(logits, x, decoded, (a, b), k, generator=generator)
+                x[chosen] = tokens
                 decoded[chosen] = True
                 if trace is not None:
                     trace.committed.append(sorted(chosen.tolist()))
                     trace.states.append(torch.where(decoded, x, -1).tolist())
         return x
+
+    def step(
+        self,
+        logits,
+        x: torch.Tensor,
+        decoded: torch.Tensor,
+        block: tuple[int, int],
+        k: int,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One denoising step after the model call: the positions to commit and their tokens.
+
+        ``logits [n, V]`` from the model; ``x``/``decoded``: the current tokens and which are final;
+        ``block = (a, b)``: the window the schedule may unmask; ``k``: how many to unmask.  This is all
+        the work a decode step adds to the model forward (softmax, the constrained proposal, confidence
+        and remasking), and what ``bench`` times against the forward.
+        """
+        n = x.shape[0]
+        a, b = block
+        p = self._probs(logits, n, self.automaton.vocab_size, x, decoded)
+        proposal, conf = self._propose(p, x, decoded, block, generator)
+        candidates = torch.nonzero(~decoded[a:b]).flatten() + a
+        if self.remasking == "confidence":
+            order = torch.argsort(conf[candidates], descending=True, stable=True)
+        else:
+            order = torch.randperm(len(candidates), generator=generator)
+        chosen = candidates[order[:k]]
+        return chosen, proposal[chosen]
 
     def _probs(self, logits, n: int, V: int, x: torch.Tensor, decoded: torch.Tensor) -> torch.Tensor:
         if not isinstance(logits, torch.Tensor):
@@ -140,21 +161,29 @@ class ConstrainedSampler:
                 f"vocabulary mismatch: model_fn returned {logits.shape[1]} logits per position "
                 f"but {self.automaton.name} has a vocabulary of {V}"
             )
-        logits = logits.detach().to("cpu", torch.float64)
-        if torch.isnan(logits).any():
-            raise InputError("model_fn returned NaN logits")
-        p = torch.softmax(logits / self.temperature, dim=-1)
-        p[decoded] = 0.0
-        p[decoded, x[decoded]] = 1.0
+        logits = logits.detach().to("cpu")
+        if not logits.is_floating_point():
+            logits = logits.to(torch.float64)
+        # softmax in the model's own precision (float32 for a float32 model), inference in float64
+        p = torch.softmax(logits if self.temperature == 1 else logits / self.temperature, dim=-1)
+        p = p.to(torch.float64)
+        if not bool(torch.isfinite(p.sum(1)).all()):  # NaN anywhere in a row, or a row of only -inf
+            if bool(torch.isnan(logits).any()):
+                raise InputError("model_fn returned NaN logits")
+            raise InputError("model_fn returned a row of logits with no finite entry (all -inf or +inf)")
+        rows = decoded.nonzero().view(-1)
+        p.index_fill_(0, rows, 0.0).index_put_((rows, x.index_select(0, rows)), p.new_ones(()))
         return p
 
     def _propose(self, p, x, decoded, block, gen) -> tuple[torch.Tensor, torch.Tensor]:
         """A full proposed sequence and a confidence per position."""
         dfa = self.automaton
         if self.strategy == "exact":
-            prop = inference.sample(p, dfa, method=self.method, greedy=self.greedy, generator=gen)
+            # p is a softmax with decoded rows one-hot: already checked and normalised
+            fixed = torch.where(decoded, x, -1)
+            prop = inference._sample(p, dfa, 1, self.method, self.greedy, gen, fixed=fixed)[0]
             if self.confidence == "marginal":
-                conf = inference.constrained_marginals(p, dfa).gather(1, prop[:, None])[:, 0]
+                conf = inference._marginals(p, dfa).gather(1, prop[:, None])[:, 0]
                 return prop, conf
         else:
             from dlm_constrain import baselines
