@@ -101,3 +101,10 @@ def test_cli_errors_exit_2_and_write_nothing(tmp_path, capsys):
     np.save(big, np.zeros((2,) * 23))
     assert main(["sweep", "--joint", str(big)]) == 2
     assert "cells" in capsys.readouterr().err
+
+
+def test_fixed_k_refuses_too_many_exact_subsets():
+    probs = np.full((20, 2), 0.5)
+    with pytest.raises(InputError, match="125,970 subsets"):
+        FixedK(8).set_distribution(probs, np.ones(20, bool))
+    assert len(FixedK(8).set_distribution(probs[:16], np.ones(16, bool))) == 12870

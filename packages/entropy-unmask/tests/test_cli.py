@@ -69,7 +69,10 @@ def test_bench_quick(tmp_path, capsys):
     assert main(["bench", "--quick", "--quiet", "--out", str(out)]) == 0
     recs = json.loads(out.read_text())
     assert any(r["benchmark"].endswith("entropy-sum-vs-fixed-k") for r in recs)
-    assert "iteration bound" in capsys.readouterr().out
+    assert any(r["benchmark"] == "iters-at-kl0.05/L6/code/entropy-sum-vs-fixed-k" for r in recs)
+    assert any(r["benchmark"].endswith("entropy-sum-random-vs-fixed-k") for r in recs)
+    text = capsys.readouterr().out
+    assert "iteration bound" in text and "none above L = 5" in text
 
 
 def test_subprocess_version():
@@ -77,3 +80,11 @@ def test_subprocess_version():
         [sys.executable, "-m", "entropy_unmask.cli", "--version"], capture_output=True, text=True
     )
     assert res.returncode == 0 and res.stdout.strip().startswith("entropy-unmask ")
+
+
+def test_sweep_geometric_values(capsys):
+    assert main(["sweep", "--family", "code", "--L", "5", "--V", "3", "--values", "geom:0.1:1:3"]) == 0
+    text = capsys.readouterr().out
+    assert "eta=0.1)" in text and "eta=0.3162)" in text and "eta=1)" in text
+    assert main(["sweep", "--family", "code", "--L", "5", "--V", "3", "--values", "geom:1:0.1:3"]) == 2
+    assert "geom:START:STOP:N" in capsys.readouterr().err

@@ -159,3 +159,19 @@ def test_kl_divergence_known_values():
     assert kl_divergence([1.0, 0.0], [0.5, 0.5]) == pytest.approx(math.log(2))
     assert kl_divergence([0.5, 0.5], [1.0, 0.0]) == math.inf
     assert kl_divergence([0.2, 0.8], [0.2, 0.8]) == 0.0
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_fixed_k_off_support_mass_and_iterations_without_tracking(k):
+    # fixed-k skips the per-step off-support tracking: its off-support mass (1 - sum of q on the support)
+    # must equal the full-table DP's mass on sequences the target never produces, and its iterations
+    # ceil(L / k), also for a predictor without the oracle's uniform tail
+    target = copy(L=5, V=3, seed=2)
+    res = exact_analysis(target.oracle(), FixedK(k), target)
+    full = exact_analysis(target.oracle(), FixedK(k), target, full=True)
+    assert res.off_support_mass > 0.01
+    assert res.off_support_mass == pytest.approx(full.off_support_mass, abs=1e-12)
+    assert res.kl == pytest.approx(full.kl, abs=1e-12)
+    oracle = target.oracle()
+    plain = exact_analysis(lambda t: oracle(t), FixedK(k), target)  # no offsupport_uniform attribute
+    assert plain.expected_iterations == res.expected_iterations == math.ceil(5 / k)

@@ -21,5 +21,8 @@ def test_tiny_mdm_trains_and_drives_the_sampler():
     assert x.shape == (16, 4) and it.max() <= 4
     res = exact_analysis(pred, FixedK(2), target)
     assert math.isfinite(res.kl) and res.kl >= 0
-    # a learned predictor has no exact off-support tail: iterations are bracketed
+    # fixed-k takes ceil(L / k) iterations on every trajectory, whatever the predictor
+    assert res.expected_iterations == res.iterations_low == res.iterations_high == 2
+    # a state-dependent rule on a learned predictor has no exact off-support tail: iterations are bracketed
+    res = exact_analysis(pred, EntropySum(0.3), target)
     assert math.isnan(res.expected_iterations) and res.iterations_low <= res.iterations_high

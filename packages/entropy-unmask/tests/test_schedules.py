@@ -125,3 +125,23 @@ def test_entropy_sum_with_crossing_equals_eb_sampler_at_gamma_eta(seed, eta):
     # without the crossing token the rules differ on some state
     c = EntropySum(eta, include_crossing=False).select_batch(probs, masked)
     assert (c.sum(axis=1) <= a.sum(axis=1)).all()
+
+
+@pytest.mark.parametrize("include_crossing", [True, False])
+def test_random_order_weights_for_many_states_match_the_reference(include_crossing):
+    # the batched form used by the exact engine: several states sharing one mask, each row against the
+    # plain-loop reference of its own state
+    probs, masked = _rows(7, 5, 6, 3)
+    mask = masked[0]
+    sched = EntropySum(0.6, order="random", include_crossing=include_crossing)
+    sets, W = sched.set_weights(probs, mask)
+    assert W.shape == (5, sets.size) and np.allclose(W.sum(axis=1), 1.0)
+    for g in range(5):
+        rows = {i: probs[g, i].tolist() for i in range(6) if mask[i]}
+        ref = dict(
+            reference_sets("entropy-sum", 0.6, rows, order="random", include_crossing=include_crossing)
+        )
+        got = {tuple(i for i in range(6) if S >> i & 1): w for S, w in zip(sets.tolist(), W[g]) if w > 0}
+        assert set(got) == set(ref)
+        for S in ref:
+            assert got[S] == pytest.approx(ref[S], abs=1e-12)

@@ -46,6 +46,18 @@ def _target(args: argparse.Namespace) -> Joint:
 
 
 def _floats(text: str, name: str) -> tuple[float, ...]:
+    """Comma-separated numbers, or ``geom:START:STOP:N`` for N geometrically spaced values."""
+    if text.startswith("geom:"):
+        parts = text.split(":")[1:]
+        try:
+            start, stop, count = float(parts[0]), float(parts[1]), int(parts[2])
+        except (ValueError, IndexError):
+            raise InputError(f"{name} must look like geom:START:STOP:N, got {text!r}") from None
+        if len(parts) != 3 or not (0 < start <= stop) or not 1 <= count <= 10_000:
+            raise InputError(
+                f"{name}: geom:START:STOP:N needs 0 < START <= STOP and 1 <= N <= 10000, got {text!r}"
+            )
+        return tuple(float(f"{v:.4g}") for v in np.geomspace(start, stop, count))
     try:
         vals = tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError:
@@ -80,7 +92,7 @@ SCHEDULE_ARGS = [
             "--eta",
             dest="values",
             default="0.02,0.05,0.1,0.2,0.5,1",
-            help="comma-separated eta / tau / gamma / k values",
+            help="comma-separated eta / tau / gamma / k values, or geom:START:STOP:N",
         ),
     ],
     common=["seed", "out"],
@@ -162,7 +174,8 @@ def _demo(args: argparse.Namespace) -> None:
 def _print_bench(records: list[dict], summary: dict) -> None:
     print(format_table(records))
     for fam in summary["families"]:
-        print(f"\n{fam['describe']}  H/(L log V) = {fam['entropy_fraction']:.3f}")
+        part = "" if fam.get("part", "main") == "main" else "  [larger L]"
+        print(f"\n{fam['describe']}  H/(L log V) = {fam['entropy_fraction']:.3f}{part}")
         for rule, info in fam["rules"].items():
             b = info["best"]
             text = (
@@ -170,7 +183,16 @@ def _print_bench(records: list[dict], summary: dict) -> None:
                 if b is None
                 else (f"{b['schedule']:<26} E[iters] {b['expected_iterations']:6.3f}  KL {b['kl']:.4f}")
             )
-            print(f"  {rule:<12} {text}")
+            print(f"  {rule:<18} {text}")
+    rule = summary["scale_rule"]
+    if summary["scale"]:
+        print(
+            f"\nlarger L: each family at the largest L <= {rule['max_L']} "
+            f"with n * 2^L <= {rule['cells']:,} DP cells"
+        )
+    for row in summary["scale"]:
+        where = f"L = {row['L']}" if row["L"] is not None else f"none above L = {row['main_L']}"
+        print(f"  {row['family']:<9} {where}")
     print(
         f"\niteration bound (H + KL)/eta + 1 over {summary['bound_instances']} entropy-sum instances: "
         f"max E_q[iters]/bound = {summary['bound_max_ratio_q']:.3f}, "
@@ -193,7 +215,15 @@ def _print_bench(records: list[dict], summary: dict) -> None:
 @app.command(
     "bench",
     help="iterations to reach KL <= 0.05: entropy-sum vs best fixed-k, EB-sampler, max-entropy, top-k",
-    args=[arg("--quick", action="store_true", help="L=6, V=3, two families, coarse grid (seconds)")],
+    args=[
+        arg("--quick", action="store_true", help="L=5, V=3, two families, coarse grid (seconds)"),
+        arg(
+            "--part",
+            choices=("all", "main", "scale"),
+            default="all",
+            help="main: every family at L=10; scale: each family at the largest L the exact DP takes",
+        ),
+    ],
     common=["seed", "out", "quiet"],
 )
 def _bench(args: argparse.Namespace) -> None:
@@ -203,7 +233,7 @@ def _bench(args: argparse.Namespace) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr)
 
-    records, summary = bench(quick=args.quick, seed=args.seed, log=log)
+    records, summary = bench(quick=args.quick, seed=args.seed, log=log, part=args.part)
     _print_bench(records, summary)
     if args.out:
         write_records(args.out, records)

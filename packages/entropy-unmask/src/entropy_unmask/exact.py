@@ -150,7 +150,10 @@ def exact_analysis(
     pow_v = V ** np.arange(L, dtype=np.int64)
     span = int(V) ** L  # codes of partial states are < V^L; (group, code) pairs fit in int64
     exact_tail = bool(getattr(predictor, "offsupport_uniform", False))
-    tail = offsupport_iterations(schedule, L, V) if exact_tail else None
+    # a state-independent rule (fixed-k) chooses set sizes that depend on the masked count only, so every
+    # trajectory, on or off the support, takes the same number of iterations: no off-support tracking
+    sizes_fixed = bool(schedule.state_independent)
+    tail = offsupport_iterations(schedule, L, V) if (exact_tail or sizes_fixed) else None
     Q = np.zeros((1 << L, n))  # mask-major: each mask's row is contiguous
     R = np.zeros((1 << L, n))
     Q[0] = 1.0
@@ -190,6 +193,8 @@ def exact_analysis(
             sets, col = np.unique(sbits, return_inverse=True)
             W = np.zeros((G, sets.size))
             W[np.arange(G), col] = 1.0
+        elif hasattr(schedule, "set_weights") and not schedule.deterministic:
+            sets, W = schedule.set_weights(probs, ~obs)  # all G states at once
         elif schedule.state_independent:
             dist = schedule.set_distribution(probs[0], masked[0])
             sets = np.array([sum(1 << i for i in S) for S, _ in dist], dtype=np.int64)
@@ -217,8 +222,11 @@ def exact_analysis(
         Q[np.ix_(M2, rows)] += (qrows[:, None] * Wr * pq).T
         R[np.ix_(M2, rows)] += (rrows[:, None] * Wr).T
         p_hsum += float((p[rows, None] * rrows[:, None] * Wr * hsum).sum())
+        if sizes_fixed:
+            continue
         # mass leaving the support at (state g, set s): 1 - sum over distinct consistent x_S of pq
-        contrib = (support[rows] * pow_v[None, :]) @ Smat.T.astype(np.int64)  # (r, nS)
+        # (r, nS) codes of x_S; a float64 product is exact here (codes < V^L <= 2^53) and uses BLAS
+        contrib = np.rint((support[rows] * pow_v[None, :]).astype(np.float64) @ Smat.T).astype(np.int64)
         codes2 = codes[:, None] + contrib
         gs = np.arange(nS)[None, :] * G + inv[:, None]  # (r, nS) state-set index
         live = Wr > 0
@@ -240,7 +248,10 @@ def exact_analysis(
     kl = kl_divergence(p, q)
     pos = p > 0
     entropy = float(-(p[pos] * np.log(p[pos])).sum())
-    if exact_tail or full:
+    if sizes_fixed:
+        exp_iters = lo = hi = float(tail[L])
+        off = max(0.0, 1.0 - float(q.sum()))  # what did not end on a support sequence left it
+    elif exact_tail or full:
         exp_iters, lo, hi = iters, iters, iters
     else:
         exp_iters, lo, hi = math.nan, iters + iters_lo, iters + iters_hi

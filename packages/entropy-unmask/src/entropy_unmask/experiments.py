@@ -13,14 +13,22 @@ import numpy as np
 from entropy_unmask import __version__
 from entropy_unmask.baselines import EBSampler, FixedK, MaxEntropyThreshold, TopKConfidence, make_schedule
 from entropy_unmask.data import Joint, make_family, random_code
-from entropy_unmask.exact import exact_analysis, iteration_bound
+from entropy_unmask.exact import MAX_STATES, exact_analysis, iteration_bound
 from entropy_unmask.schedules import EntropySum, Schedule
 from papershelf.bench import record
+from papershelf.errors import InputError
 
 KL_TARGET = 0.05
 ETA_GRID = tuple(float(f"{v:.3g}") for v in np.geomspace(0.01, 3.0, 25))  # 0.01 .. 3 nats, ratio ~1.27
 QUICK_GRID = (0.02, 0.1, 0.3, 0.7, 1.4)
 BENCH_FAMILIES = ("markov", "code", "template", "copy", "hmm", "mixture")
+RANDOM_GRID = (0.1, 0.2, 0.3, 0.5)  # random-order entropy-sum: exact but slow, so a coarse grid
+QUICK_RANDOM_GRID = (0.5,)
+# the larger-L part of the bench: each family at the largest L in (L_main, SCALE_MAX_L] that the exact DP
+# accepts (n * 2^L <= MAX_STATES cells)
+SCALE_MAX_L = 14  # at L = 16 a fixed-k sweep visits 2^16 masks per k: too slow for one bench run here
+SCALE_CELLS = MAX_STATES
+QUICK_SCALE = (6, 2**11)
 LEARNED_ETAS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
@@ -83,8 +91,41 @@ def demo(seed: int = 0) -> list[dict]:
     return rows
 
 
-def compare_family(joint: Joint, grid: tuple[float, ...], log: Callable[[str], None] | None = None) -> dict:
-    """All rules swept on one target; the fewest iterations at KL <= 0.05 per rule."""
+def best_fixed_k(joint: Joint, kl_target: float = KL_TARGET) -> tuple[dict | None, list[dict]]:
+    """The fixed-k schedule with the fewest iterations at KL <= kl_target, exactly.
+
+    k is evaluated in order of increasing iteration count ceil(L/k), every k of one count together, and
+    the search stops at the first count that some k reaches: every fixed-k with fewer iterations has
+    then been evaluated and missed. Returns (best row or None, all evaluated rows)."""
+    L = joint.L
+    by_count: dict[int, list[int]] = {}
+    for k in range(1, L + 1):
+        by_count.setdefault(-(-L // k), []).append(k)
+    rows: list[dict] = []
+    for count in sorted(by_count):
+        batch = [run_schedule(joint, FixedK(k)) for k in by_count[count]]
+        rows.extend(batch)
+        best = best_at_kl(batch, kl_target)
+        if best is not None:
+            return best, rows
+    return None, rows
+
+
+RULES = ("entropy-sum", "fixed-k", "top-k", "max-entropy", "eb-sampler")
+
+
+def compare_family(
+    joint: Joint,
+    grid: tuple[float, ...],
+    log: Callable[[str], None] | None = None,
+    *,
+    random_grid: tuple[float, ...] | None = None,
+    fixed_k_search: bool = False,
+) -> dict:
+    """All rules swept on one target; the fewest iterations at KL <= 0.05 per rule.
+
+    ``random_grid`` adds random-order entropy-sum ("entropy-sum-random") on that grid;
+    ``fixed_k_search`` finds the best fixed-k with :func:`best_fixed_k` instead of sweeping k = 1..L."""
     out: dict[str, Any] = {
         "family": joint.name,
         "describe": joint.describe(),
@@ -94,10 +135,16 @@ def compare_family(joint: Joint, grid: tuple[float, ...], log: Callable[[str], N
         "V": joint.V,
         "rules": {},
     }
-    for rule in ("entropy-sum", "fixed-k", "top-k", "max-entropy", "eb-sampler"):
+    rules = RULES + (("entropy-sum-random",) if random_grid else ())
+    for rule in rules:
         t0 = time.perf_counter()
-        rows = sweep(joint, rule, None if rule in ("fixed-k", "top-k") else grid)
-        out["rules"][rule] = {"rows": rows, "best": best_at_kl(rows), "seconds": time.perf_counter() - t0}
+        if rule == "fixed-k" and fixed_k_search:
+            best, rows = best_fixed_k(joint)
+        else:
+            values = {"fixed-k": None, "top-k": None, "entropy-sum-random": random_grid}.get(rule, grid)
+            rows = sweep(joint, rule, values)
+            best = best_at_kl(rows)
+        out["rules"][rule] = {"rows": rows, "best": best, "seconds": time.perf_counter() - t0}
         if log:
             b = out["rules"][rule]["best"]
             msg = (
@@ -110,23 +157,40 @@ def compare_family(joint: Joint, grid: tuple[float, ...], log: Callable[[str], N
 
 
 def bench(
-    quick: bool = False, seed: int = 0, log: Callable[[str], None] | None = None
+    quick: bool = False, seed: int = 0, log: Callable[[str], None] | None = None, part: str = "all"
 ) -> tuple[list[dict], dict]:
     """Iterations to reach KL <= 0.05 on low-entropy families: entropy-sum against the best fixed-k
     (target ratio <= 0.5), EB-sampler, max-entropy and top-k; the iteration bound on every instance;
     the exact engine's speed against the brute-force reference."""
     L, V = (5, 3) if quick else (10, 4)
     grid = QUICK_GRID if quick else ETA_GRID
+    rgrid = QUICK_RANDOM_GRID if quick else RANDOM_GRID
+    max_l, cells = QUICK_SCALE if quick else (SCALE_MAX_L, SCALE_CELLS)
     families = ("markov", "code") if quick else BENCH_FAMILIES
     records: list[dict] = []
-    summary: dict[str, Any] = {"families": []}
+    summary: dict[str, Any] = {"families": [], "scale": [], "scale_rule": {"max_L": max_l, "cells": cells}}
     bound_ratios_q: list[float] = []
     bound_ratios_p: list[float] = []
-    for name in families:
-        joint = make_family(name, L, V, seed=seed)
+    # (joint, part): the main size for every family, then each family at its largest L within the budget
+    if part not in ("all", "main", "scale"):
+        raise InputError(f"part must be 'all', 'main' or 'scale', got {part!r}")
+    targets: list[tuple[Joint, str]] = []
+    if part in ("all", "main"):
+        targets += [(make_family(name, L, V, seed=seed), "main") for name in families]
+    for name in families if part in ("all", "scale") else ():
+        big = scale_size(name, V, L, max_l, cells, seed)
+        summary["scale"].append({"family": name, "L": None if big is None else big.L, "main_L": L})
+        if big is not None:
+            targets.append((big, "scale"))
+    for joint, part in targets:
+        name = joint.name
         if log:
             log(f"{joint.describe()}, H / (L log V) = {joint.entropy_fraction:.3f}")
-        fam = compare_family(joint, grid, log)
+        if part == "main":
+            fam = compare_family(joint, grid, log, random_grid=rgrid)
+        else:
+            fam = compare_family(joint, grid, log, fixed_k_search=True)
+        fam["part"] = part
         summary["families"].append(fam)
         for r in fam["rules"]["entropy-sum"]["rows"]:
             bound_ratios_q.append(r["expected_iterations"] / r["bound"])
@@ -134,7 +198,7 @@ def bench(
             if r["expected_iterations"] > r["bound"]:
                 summary.setdefault("bound_exceeded_q", []).append(
                     {
-                        "family": name,
+                        "family": f"{name} L={joint.L}",
                         "schedule": r["schedule"],
                         "E_q": r["expected_iterations"],
                         "E_p": r["p_expected_iterations"],
@@ -143,10 +207,9 @@ def bench(
                         "off_support_mass": r["off_support_mass"],
                     }
                 )
-        es = fam["rules"]["entropy-sum"]["best"]
         setting = {
             "family": joint.describe(),
-            "L": L,
+            "L": joint.L,
             "V": V,
             "H_nats": round(joint.entropy, 4),
             "H_fraction": round(joint.entropy_fraction, 4),
@@ -154,25 +217,30 @@ def bench(
             "grid": list(grid),
             "seed": seed,
         }
-        for rule, target in (("fixed-k", 0.5), ("eb-sampler", None), ("max-entropy", None), ("top-k", None)):
+        prefix = "iters-at-kl0.05" if part == "main" else f"iters-at-kl0.05/L{joint.L}"
+        pairs = [("entropy-sum", rule, target) for rule, target in RULE_TARGETS]
+        if "entropy-sum-random" in fam["rules"]:
+            pairs.append(("entropy-sum-random", "fixed-k", None))  # the order variant: reported only
+        for cand_rule, rule, target in pairs:
+            cand = fam["rules"][cand_rule]["best"]
             base = fam["rules"][rule]["best"]
-            if es is None or base is None:
+            if cand is None or base is None:
                 continue
             records.append(
                 record(
                     package="entropy-unmask",
                     version=__version__,
-                    benchmark=f"iters-at-kl0.05/{name}/entropy-sum-vs-{rule}",
+                    benchmark=f"{prefix}/{name}/{cand_rule}-vs-{rule}",
                     setting=setting,
                     metric="expected_iterations",
                     better="lower",
-                    candidate=es["schedule"],
-                    candidate_value=es["expected_iterations"],
+                    candidate=cand["schedule"],
+                    candidate_value=cand["expected_iterations"],
                     baseline=base["schedule"],
                     baseline_value=base["expected_iterations"],
                     repeats=1,
                     target=target if joint.entropy_fraction <= 0.3 else None,
-                    candidate_kl=es["kl"],
+                    candidate_kl=cand["kl"],
                     baseline_kl=base["kl"],
                 )
             )
@@ -185,8 +253,7 @@ def bench(
             version=__version__,
             benchmark="iteration-bound/entropy-sum",
             setting={
-                "families": list(families),
-                "L": L,
+                "families": [f"{j.name} L={j.L}" for j, _ in targets],
                 "V": V,
                 "grid": list(grid),
                 "bound": "(H + KL) / eta + 1",
@@ -243,6 +310,19 @@ def bench(
         )
     )
     return records, summary
+
+
+RULE_TARGETS = (("fixed-k", 0.5), ("eb-sampler", None), ("max-entropy", None), ("top-k", None))
+
+
+def scale_size(name: str, V: int, L_main: int, max_l: int, cells: int, seed: int = 0) -> Joint | None:
+    """The family at the largest L in (L_main, max_l] whose exact DP has at most ``cells`` = n * 2^L
+    cells, or None when no larger L fits."""
+    for L in range(max_l, L_main, -1):
+        joint = make_family(name, L, V, seed=seed)
+        if joint.n * 2**L <= cells:
+            return joint
+    return None
 
 
 def scaling(

@@ -18,6 +18,7 @@ single calls choose the same sets bit for bit.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ from papershelf.errors import InputError, check_int, check_number
 
 TIE_TOL = 1e-10  # entropies closer than this are ties
 SUM_TOL = 1e-12  # cumulative sums within this of a threshold count as reaching it
-MAX_RANDOM_SET_POSITIONS = 14  # exact set distributions of random rules enumerate subsets of <= 14 positions
+MAX_RANDOM_SET_POSITIONS = 14  # exact random-order sets enumerate all subsets of <= 14 masked positions
+MAX_FIXED_SETS = 2**16  # exact fixed-k sets enumerate the C(m, k) subsets (C(16, 8) = 12,870)
 
 
 def _rng(rng: Any) -> np.random.Generator:
@@ -126,51 +128,63 @@ class EntropySum(Schedule):
     def set_distribution(self, probs: np.ndarray, masked: np.ndarray) -> list[tuple[tuple[int, ...], float]]:
         if self.order == "entropy":
             return super().set_distribution(probs, masked)
+        sets, W = self.set_weights(probs[None], masked)
+        L = masked.shape[0]
+        return [(tuple(i for i in range(L) if S >> i & 1), float(w)) for S, w in zip(sets.tolist(), W[0])]
+
+    def set_weights(self, probs: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Random order, exactly, for G states sharing one mask: probs (G, L, V), masked (L,) ->
+        (sets (nS,) int64 bitmasks over the L positions, W (G, nS) probability of each set per state)."""
         pos = np.nonzero(masked)[0]
         m = pos.size
         if m > MAX_RANDOM_SET_POSITIONS:
             raise InputError(
                 f"exact random-order sets need <= {MAX_RANDOM_SET_POSITIONS} masked positions, got {m}"
             )
-        h = token_entropy(probs)[pos]
-        # f[T] = probability that the random order starts with the positions of T (in some order)
-        # while every proper prefix stayed below eta.  Subsets as bitmasks over the m masked positions.
-        f = np.zeros(1 << m)
-        f[0] = 1.0
-        sums = np.zeros(1 << m)
-        for T in range(1, 1 << m):
-            low = T & -T
-            sums[T] = sums[T ^ low] + h[low.bit_length() - 1]
-        out: dict[int, float] = {}
-        for T in sorted(range(1 << m), key=lambda t: bin(t).count("1")):
-            if f[T] == 0.0:
-                continue
-            size = bin(T).count("1")
-            below = sums[T] < self.eta - SUM_TOL
-            if T and not below:  # crossed at the last added token
-                out[T] = out.get(T, 0.0) + f[T]
-                continue
-            if size == m:
-                out[T] = out.get(T, 0.0) + f[T]
-                continue
-            share = f[T] / (m - size)
+        h = token_entropy(probs)[:, pos]  # (G, m)
+        G = h.shape[0]
+        # f[:, T] = probability that the random order starts with the positions of T (in some order)
+        # while every proper prefix stayed below eta; out[:, T] = probability that T is the chosen set.
+        # Subsets T are bitmasks over the m masked positions, processed one popcount layer at a time.
+        T_all = np.arange(1 << m, dtype=np.int64)
+        bits = (T_all[:, None] >> np.arange(m)[None, :]) & 1
+        below = h @ bits.T < self.eta - SUM_TOL  # (G, 2^m)
+        size = bits.sum(axis=1)
+        f = np.zeros((G, 1 << m))
+        f[:, 0] = 1.0
+        out = np.zeros((G, 1 << m))
+        for s in range(m + 1):
+            T = T_all[size == s]
+            if s == m:  # everything revealed
+                out[:, T] += f[:, T]
+                break
+            go = f[:, T]
+            if s > 0:  # stop where the last added token crossed eta
+                crossed = ~below[:, T]
+                out[:, T] += np.where(crossed, go, 0.0)
+                go = np.where(crossed, 0.0, go)
+            share = go / (m - s)
             for j in range(m):
-                if not T >> j & 1:
-                    U = T | (1 << j)
-                    if self.include_crossing or T == 0:
-                        f[U] += share
-                    elif sums[U] >= self.eta - SUM_TOL:  # j would cross: stop at T
-                        out[T] = out.get(T, 0.0) + share
-                    else:
-                        f[U] += share
-        return [(tuple(int(pos[j]) for j in range(m) if T >> j & 1), p) for T, p in out.items()]
+                free = ((T >> j) & 1) == 0
+                src, U, sh = T[free], T[free] | (1 << j), share[:, free]  # U distinct for one j
+                if self.include_crossing or s == 0:
+                    f[:, U] += sh
+                else:
+                    cross = ~below[:, U]  # j would cross: stop at T without it
+                    out[:, src] += np.where(cross, sh, 0.0)
+                    f[:, U] += np.where(cross, 0.0, sh)
+        keep = np.nonzero((out > 0).any(axis=0))[0]
+        sets = bits[keep] @ (np.int64(1) << pos.astype(np.int64))
+        return sets.astype(np.int64), out[:, keep]
 
 
 def combinations_uniform(pos: np.ndarray, k: int) -> list[tuple[tuple[int, ...], float]]:
-    """All k-subsets of ``pos`` with equal probability."""
-    if pos.size > MAX_RANDOM_SET_POSITIONS:
+    """All k-subsets of ``pos`` with equal probability (refused above MAX_FIXED_SETS subsets)."""
+    count = math.comb(pos.size, min(k, pos.size))
+    if count > MAX_FIXED_SETS:
         raise InputError(
-            f"exact random sets need <= {MAX_RANDOM_SET_POSITIONS} masked positions, got {pos.size}"
+            f"exact fixed-k sets: C({pos.size}, {min(k, pos.size)}) = {count:,} subsets "
+            f"(limit {MAX_FIXED_SETS:,})"
         )
     combos = list(itertools.combinations(pos.tolist(), min(k, pos.size)))
     return [(c, 1.0 / len(combos)) for c in combos]
