@@ -12,18 +12,29 @@ from bif_hgp.experiments import run_method
 TOL = 1e-8  # both sides are float64; a Cholesky vs a LU solve of a ≤ 20×20 system differ by ~1e-12
 
 
-@pytest.fixture(scope="module")
-def state():
+def _state(method):
     torch.set_num_threads(1)
     problem = make_problem("additive2d", seed=3, grid=8)
-    res = run_method(problem, "bif", 7, seed=3)
-    return res.model
+    return run_method(problem, method, 7, seed=3).model
+
+
+@pytest.fixture(scope="module")
+def state():
+    return _state("bif")
+
+
+@pytest.fixture(scope="module", params=["bif", "bif-acq", "bif-paper"])
+def any_state(request):
+    return _state(request.param)
 
 
 def _child_reference(child):
     gp = child.gp
     X = child.points[torch.as_tensor(child.x_index)].numpy()
-    y = reference.normalize_groups(child.y_raw, child.source)
+    if child.normalization == "paper":
+        y = reference.normalize_groups(child.y_raw, child.source)
+    else:
+        y = reference.shared_targets(child.y_raw, child.source, child.share, child.epoch, child.scales)
     ls = gp.covar_module.base_kernel.lengthscale.detach().numpy().ravel()
     s = float(gp.covar_module.outputscale.detach())
     c = float(gp.mean_module.constant.detach())
@@ -36,8 +47,8 @@ def _child_reference(child):
     return reference.gp_posterior(X, y, G, kern, np.full(len(X), c), np.full(len(G), c), noise), y
 
 
-def test_child_posteriors_and_acquisitions_match_reference(state):
-    for child in state.children.values():
+def test_child_posteriors_and_acquisitions_match_reference(any_state):
+    for child in any_state.children.values():
         (mu_ref, sd_ref), y = _child_reference(child)
         np.testing.assert_allclose(child.targets(), y, atol=1e-15)
         mu, sd = child.predict()
@@ -53,14 +64,46 @@ def test_child_posteriors_and_acquisitions_match_reference(state):
         child.refresh_acquisition()
 
 
-def test_prior_map_equals_its_definition(state):
+def _standardised(model):
+    y = np.asarray(model.parent_y)
+    return (y - y.mean()) / y.std(ddof=1)
+
+
+def test_prior_equals_its_definition(any_state):
+    state = any_state
     names = list(state.composition_)
-    maps = [state.children[n].acq.numpy() for n in names]
     child_of = [idx.numpy() for idx in state.child_index]
-    expected = reference.prior_map(maps, child_of)
-    np.testing.assert_allclose(state.parent.mean_module.values.numpy(), expected, atol=1e-14)
+    if state.method == "bif":  # Σ_i μ_i(x_i), the children's reference posterior means
+        mus = [_child_reference(state.children[n])[0][0] for n in names]
+        expected = sum(mu[idx] for mu, idx in zip(mus, child_of))
+    else:  # the authors' map (1/K)·Σ_i a_i(x_i)/|max|, calibrated on the shared scale
+        maps = [state.children[n].acq.numpy() for n in names]
+        expected = reference.prior_map(maps, child_of)
+        if state.method == "bif-acq":
+            expected = reference.calibrated_prior(expected, state.parent_x, _standardised(state))
+    np.testing.assert_allclose(state.parent.mean_module.values.numpy(), expected, atol=1e-8)
     # and it is not trivially flat
     assert expected.std() > 1e-3
+
+
+def test_one_scale_for_the_whole_hierarchy(any_state):
+    """Shared normalisation: every child's targets are in the parent's standardised units, the children's
+    targets of one observation sum to its parent target, and the prior mean is on the targets' scale."""
+    state = any_state
+    t = _standardised(state)
+    P = state.parent.mean_module.values.numpy()[state.parent_x]
+    per_child = [[v for v, s in zip(c.targets(), c.source) if s == "bif"] for c in state.children.values()]
+    if state.method == "bif-paper":  # the authors' scaling: children in [0, 1], parent standardised
+        assert all(0.0 <= v <= 1.0 for c in state.children.values() for v in c.targets())
+        assert not np.allclose(np.sum(per_child, axis=0), t, atol=1e-3)
+        assert P.min() >= 0.0 and np.all(P <= 1.0)  # the raw map: probabilities divided by their max
+        return
+    y = np.asarray(state.parent_y)
+    for c in state.children.values():
+        assert c.scales[-1] == pytest.approx((y.mean(), y.std(ddof=1)), rel=1e-12)
+    np.testing.assert_allclose(np.sum(per_child, axis=0), t, atol=1e-12)
+    if state.method == "bif-acq":  # least squares: the calibrated map is centred on the targets
+        assert P.mean() == pytest.approx(t.mean(), abs=1e-12)
 
 
 def test_parent_kernel_carries_children_hyperparameters(state):
@@ -104,7 +147,10 @@ def test_parent_posterior_acquisition_and_query_match_reference(state):
     np.testing.assert_allclose(state.decompose(q, 1.7), reference.decompose(1.7, maps, pts), atol=1e-15)
 
 
-def test_hand_written_adam_equals_torch_adam():
+def test_hand_written_adam_equals_the_textbook_update():
+    # Kingma & Ba's Adam (β = 0.9, 0.999, ε = 1e-8, bias-corrected), stepped here in NumPy on the
+    # gradients torch computes at the same points; torch.optim.Adam's defaults are this update
+    # (comparing with torch.optim itself would import torch._dynamo, seconds per test session).
     from bif_hgp._gp import ChildExactGP, gpytorch, train_exact_gp
 
     torch.manual_seed(0)
@@ -116,12 +162,22 @@ def test_hand_written_adam_equals_torch_adam():
     train_exact_gp(a, 25, 0.05)
     b.train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(b.likelihood, b)
-    opt = torch.optim.Adam(b.parameters(), lr=0.05)
-    for _ in range(25):
-        opt.zero_grad()
-        (-mll(b(x), y)).backward()
-        opt.step()
-    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
-        torch.testing.assert_close(pa, pb, rtol=1e-10, atol=1e-12, msg=name)
+    params = list(b.parameters())
+    theta = [p.detach().numpy().copy() for p in params]
+    m = [np.zeros_like(t) for t in theta]
+    v = [np.zeros_like(t) for t in theta]
+    for step in range(1, 26):
+        with torch.no_grad():
+            for p, t in zip(params, theta):
+                p.copy_(torch.as_tensor(t))
+        grads = torch.autograd.grad(-mll(b(x), y), params)
+        for k, g in enumerate(grads):
+            g = g.numpy()
+            m[k] = 0.9 * m[k] + 0.1 * g
+            v[k] = 0.999 * v[k] + 0.001 * g * g
+            m_hat, v_hat = m[k] / (1 - 0.9**step), v[k] / (1 - 0.999**step)
+            theta[k] = theta[k] - 0.05 * m_hat / (np.sqrt(v_hat) + 1e-8)
+    for (name, pa), t in zip(a.named_parameters(), theta):
+        np.testing.assert_allclose(pa.detach().numpy(), t, rtol=1e-10, atol=1e-12, err_msg=name)
     # and training actually moved the hyperparameters
     assert not torch.equal(a.covar_module.raw_outputscale, ChildExactGP(1, 2.5).covar_module.raw_outputscale)

@@ -3,8 +3,11 @@
 A composite objective f(x_1, …, x_K) whose input splits into sub-inputs owned by *children* is
 optimised with a hierarchy of GPyTorch GPs on a grid:
 
-- **bottom-up**: the parent GP (over the joint input) takes as its mean the children's acquisition
-  maps averaged, m(x) = (1/K)·Σ_i a_i(x_i) / |max m|, and as its additive kernel the children's
+- **one scale**: the parent standardises its observations, t = (y − ȳ)/s, and the children hold their
+  data in the same units, so what they hand up is in the parent's units;
+- **bottom-up**: the parent GP (over the joint input) takes as its mean the children's posterior means
+  summed, Σ_i μ_i(x_i) (or the authors' acquisition-map prior (1/K)·Σ_i a_i(x_i) / |max|, calibrated
+  onto the targets' scale: ``prior="acquisition"``), and as its additive kernel the children's
   lengthscales and outputscales;
 - **top-down**: each parent observation y is split into sub-responses ỹ_i = y·softmax_i(ĉ), with
   ĉ_i = a_i(x_i)/max a_i, which are appended to the children's data (so Σ_i ỹ_i = y).
@@ -49,6 +52,7 @@ _EXPORTS = {
     "decompose": "model",
     "normalize_groups": "model",
     "prior_map": "model",
+    "shared_targets": "model",
 }
 
 
@@ -86,4 +90,5 @@ __all__ = [
     "r2",
     "r2_scale_free",
     "regret_auc",
+    "shared_targets",
 ]

@@ -34,6 +34,7 @@ from bif_hgp._gp import (
 )
 from bif_hgp.model import (
     BIF,
+    INITIAL_NOISE,
     BOResult,
     _call,
     check_budget,
@@ -232,6 +233,8 @@ class SingleGPUCB(_FlatBO):
     steps at ``lr`` after every observation, warm-started), constant mean, Scale(Matérn-ν, ARD), and
     BIF's count-discounted UCB μ + κσ/√n on standardised targets — the hierarchy with one child and no
     bottom-up prior collapses to this loop (tested), and it is our reading of the paper's "vanilla GPBO".
+    Its likelihood noise starts at ``initial_noise`` (standardised units; BIF's 0.1 — None keeps
+    GPyTorch's 0.693).
     """
 
     method = "single"
@@ -245,10 +248,12 @@ class SingleGPUCB(_FlatBO):
         nu: float = 2.5,
         train_iters: int = 10,
         lr: float = 0.01,
+        initial_noise: float | None = INITIAL_NOISE,
         **kw: Any,
     ) -> None:
         super().__init__(composition, bounds, **kw)
         self.kappa = kappa
+        self.initial_noise = initial_noise
         self.nu = nu
         self.train_iters = train_iters
         self.lr = lr
@@ -259,12 +264,16 @@ class SingleGPUCB(_FlatBO):
         check_choice("nu", self.nu, (0.5, 1.5, 2.5))
         check_int("train_iters", self.train_iters, low=0)
         check_number("lr", self.lr, low=0, low_open=True)
+        if self.initial_noise is not None:
+            check_number("initial_noise", self.initial_noise, low=0, low_open=True)
 
     def _start(self, seed: int) -> None:
         D = self.bounds_.shape[0]
         self.gp = ParentExactGP([list(range(D))], self.indexer, mean="constant", nu=self.nu)
         for p in self.gp.covar_module.parameters():  # a single GP trains its own kernel
             p.requires_grad_(True)
+        if self.initial_noise is not None:
+            self.gp.likelihood.noise = self.initial_noise
         self.counts = torch.ones(self.indexer.n, dtype=DTYPE)
 
     def _standardised(self) -> torch.Tensor:

@@ -14,10 +14,29 @@ from bif_hgp.metrics import composite_auc, regret_auc
 from bif_hgp.model import BIF, BOResult, ChildGP
 from papershelf.errors import check_choice, check_int
 
-METHODS = ("bif", "bif-paper-init", "bif-scaled", "bottomup", "vanilla", "single", "random")
-HIERARCHICAL = ("bif", "bif-paper-init", "bif-scaled", "bottomup")
+METHODS = (
+    "bif",
+    "bif-acq",
+    "bif-paper",
+    "bif-paper-init",
+    "bif-scaled",
+    "bottomup",
+    "vanilla",
+    "single",
+    "random",
+)
+HIERARCHICAL = ("bif", "bif-acq", "bif-paper", "bif-paper-init", "bif-scaled", "bottomup")
+# BIF variants: method name → BIF options on top of the defaults
+VARIANTS = {
+    "bif-acq": {"prior": "acquisition"},
+    "bif-paper": {"prior": "acquisition", "normalization": "paper"},
+    "bif-paper-init": {"n_init": 0},
+    "bif-scaled": {"prior": "scaled"},
+}
 LABELS = {
     "bif": "BIF",
+    "bif-acq": "BIF, prior = calibrated acquisition map (shared scale)",
+    "bif-paper": "BIF, authors' normalisation and acquisition-map prior (scale mismatch)",
     "bif-paper-init": "BIF, authors' start (prior-map argmax, no random parent queries)",
     "bif-scaled": "BIF, scaled prior mean",
     "bottomup": "bottom-up only (no top-down)",
@@ -38,20 +57,19 @@ def make_method(name: str, problem: Problem, **opts: Any) -> Any:
     """A configured optimiser for ``problem``, one of :data:`METHODS`.
 
     ``bif-paper-init`` is BIF started as in the authors' experiment code: no random parent queries
-    (``n_init=0``), so its first query is the argmax of the prior map built from the children's direct
+    (``n_init=0``), so its first query is the argmax of the prior built from the children's direct
     observations; every other method starts from the shared random initial design (``n_init``, 3).
+    ``bif-paper`` is BIF exactly as the authors' code scales it (children min–max per source, parent
+    standardised, the raw acquisition-map prior); ``bif-acq`` keeps the acquisition-map prior but on
+    the shared scale; ``bif-scaled`` learns α·map + β by the parent's MLL.
     """
     check_choice("method", name, METHODS)
     common = {"grid": problem.grid, "n_init": opts.pop("n_init", 3)}
     if name == "bif":
         return BIF(problem.composition, problem.bounds, **common, **opts)
-    if name == "bif-paper-init":
-        model = BIF(problem.composition, problem.bounds, **{**common, "n_init": 0}, **opts)
-        model.method = "bif-paper-init"
-        return model
-    if name == "bif-scaled":
-        model = BIF(problem.composition, problem.bounds, prior="scaled", **common, **opts)
-        model.method = "bif-scaled"
+    if name in VARIANTS:
+        model = BIF(problem.composition, problem.bounds, **{**common, **opts, **VARIANTS[name]})
+        model.method = name
         return model
     if name == "bottomup":
         return bottom_up(problem.composition, problem.bounds, **common, **opts)
@@ -175,7 +193,12 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
             )
             if entries and entries[0].get(key) is not None
         }
-    out: dict[str, Any] = {"means": agg}
+    out: dict[str, Any] = {
+        "means": agg,
+        "medians": {
+            m: {k: float(np.median([e[k] for e in entries])) for k in agg[m]} for m, entries in runs.items()
+        },
+    }
 
     def vals(m: str, key: str) -> list[float]:
         return [e[key] for e in runs[m]]
@@ -187,7 +210,7 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
         out["p_parent_r2"] = wilcoxon_p(vals("bif", "parent_r2"), vals("vanilla", "parent_r2"))
         out["p_auc"] = wilcoxon_p(vals("bif", "auc"), vals("vanilla", "auc"))
         out["p_regret_auc"] = wilcoxon_p(vals("vanilla", "regret_auc"), vals("bif", "regret_auc"))
-    for variant in ("bif-paper-init", "bif-scaled"):
+    for variant in ("bif-acq", "bif-paper", "bif-paper-init", "bif-scaled"):
         for base in ("vanilla", "single"):
             if variant in runs and base in runs:
                 out[f"{variant}/{base}"] = {
@@ -200,6 +223,15 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
     if "bif" in runs and "bottomup" in runs:
         out["child_r2_drop"] = 1.0 - agg["bottomup"]["child_r2"] / agg["bif"]["child_r2"]
         out["p_child_r2"] = wilcoxon_p(vals("bif", "child_r2"), vals("bottomup", "child_r2"))
+    return out
+
+
+def r2_at(block: dict[str, Any], method: str, n: int) -> list[float]:
+    """Each seed's parent R² after ``n`` parent observations (from the stored curves)."""
+    out = []
+    for e in block["runs"][method]:
+        c = e["curves"]
+        out.append(float(c["parent_r2"][c["n_queries"].index(n)]))
     return out
 
 

@@ -1,9 +1,11 @@
 """BIF: a hierarchy of GPyTorch GPs with bottom-up priors and top-down soft decomposition.
 
 Children are ExactGPs over their own sub-inputs; the parent is an ExactGP over the joint input whose
-mean is the children's averaged acquisition maps (the *prior map*) and whose additive kernel carries the
-children's hyperparameters (bottom-up). Each parent observation y is split into sub-responses
-ỹ_i = y·softmax_i(ĉ), ĉ_i = a_i(x_i)/max a_i, and fed back to the children (top-down).
+mean is built from the children (the sum of their posterior means by default, or the authors' *prior
+map* of their averaged acquisition maps) and whose additive kernel carries the children's
+hyperparameters (bottom-up). Each parent observation y is split into sub-responses
+ỹ_i = y·softmax_i(ĉ), ĉ_i = a_i(x_i)/max a_i, and fed back to the children (top-down). Parent and
+children share one scale, the parent's standardisation (:func:`shared_targets`).
 
 All inputs live on the unit cube internally; the objective is called in the user's units.
 """
@@ -35,6 +37,13 @@ from bif_hgp.metrics import exploration_score, minmax, r2, r2_scale_free
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 NONFINITE = ("raise", "skip")
+PRIORS = ("acquisition", "scaled", "constant", "mean")
+# The likelihood noise every GP of the hierarchy starts from under the shared normalisation, in
+# standardised target units. GPyTorch's default, softplus(0) = 0.693, would claim 69% of the targets'
+# variance is noise, and the paper's recipe (10 Adam steps at lr 0.01 per update) cannot unlearn that
+# within a few dozen queries (the parent ended at 0.65 after 40).
+INITIAL_NOISE = 0.1
+NORMALIZATIONS = ("shared", "paper")
 
 
 # --- validation -------------------------------------------------------------------------------------
@@ -138,6 +147,74 @@ def normalize_groups(y: np.ndarray, source: Sequence[str]) -> np.ndarray:
     return out
 
 
+def shared_targets(
+    y: np.ndarray,
+    source: Sequence[str],
+    share: np.ndarray,
+    epoch: np.ndarray,
+    scales: Sequence[tuple[float, float]],
+) -> np.ndarray:
+    """A child's targets on its parent's standardised scale (the ``"shared"`` normalisation).
+
+    Entry k was recorded on the parent task ``epoch[k]``, whose targets are t = (y − c)/s with
+    ``scales[epoch[k]] = (c, s)``. A sub-response ỹ = w·y (share w of the parent observation y)
+    becomes w·(y − c)/s = (ỹ − w·c)/s, so the children's targets of one observation sum to the
+    parent's target exactly. A direct ("env") observation v becomes (v − v̄)/s, v̄ the mean of that
+    task's direct observations (their offset is not identified; their units are the objective's).
+
+    >>> shared_targets(np.array([3.0, 1.0, 5.0]), ["bif", "env", "env"], np.array([0.5, 1.0, 1.0]),
+    ...                np.array([0, 0, 0]), [(2.0, 2.0)]).tolist()
+    [1.0, -1.0, 1.0]
+    """
+    y = np.asarray(y, float)
+    share = np.asarray(share, float)
+    epoch = np.asarray(epoch, int)
+    src = np.asarray(source)
+    out = np.zeros_like(y)
+    for e, (center, scale) in enumerate(scales):
+        bif = (epoch == e) & (src == "bif")
+        out[bif] = (y[bif] - share[bif] * center) / scale
+        env = (epoch == e) & (src == "env")
+        if env.any():
+            out[env] = (y[env] - y[env].mean()) / scale
+    return out
+
+
+def target_scale(ys: Sequence[float], fallback: Sequence[float] = ()) -> tuple[float, float]:
+    """(mean, s.d.) that standardise the parent's observations ``ys`` (s.d. with ddof 1).
+
+    With fewer than two observations (or no spread) the s.d. falls back to that of ``fallback``
+    (the children's direct observations), then to 1.
+    """
+    y = np.asarray([v for v in ys if math.isfinite(v)], float)
+    center = float(y.mean()) if y.size else 0.0
+    for v in (y, np.asarray([v for v in fallback if math.isfinite(v)], float)):
+        if v.size > 1:
+            sd = float(np.std(v, ddof=1))
+            if sd > 0:
+                return center, sd
+    return center, 1.0
+
+
+def calibrate(m_obs: torch.Tensor, t: torch.Tensor, m_range: float) -> tuple[float, float]:
+    """Least-squares α, β of t ≈ α·m + β over the observed points, with 0 ≤ α ≤ (max t − min t)/m_range.
+
+    The prior map is a unit-free shape (acquisition values divided by their maximum); this puts it on
+    the scale of the parent's standardised targets ``t``. The cap keeps the calibrated map's spread
+    over the whole grid (``m_range`` = its max − min there) within the spread of the observed targets,
+    so a map that happens to be nearly flat at the few observed points cannot be blown up
+    (α = 0 when m has no spread there; the raw map, α = 1, before any observation).
+    """
+    if t.numel() == 0:  # nothing to calibrate on yet: the raw map (it then only ranks the first query)
+        return 1.0, 0.0
+    mc = m_obs - m_obs.mean()
+    den = float((mc * mc).sum())
+    alpha = max(float((mc * (t - t.mean())).sum()) / den, 0.0) if den > 1e-24 else 0.0
+    if m_range > 0:
+        alpha = min(alpha, float(t.max() - t.min()) / m_range)
+    return alpha, float(t.mean() - alpha * m_obs.mean())
+
+
 def prior_map(acq_maps: Sequence[torch.Tensor], child_index: Sequence[torch.Tensor]) -> torch.Tensor:
     """m(x) = (1/K) Σ_i a_i(x_i) on the parent grid, divided by |max m| when that is non-zero."""
     m = torch.stack([a[idx] for a, idx in zip(acq_maps, child_index)]).mean(0)
@@ -170,8 +247,10 @@ class ChildGP:
     """A child: a GPyTorch ExactGP over its own sub-input grid, with its data, counts and acquisition.
 
     ``dims`` are the parent dimensions it owns; its grid has ``grid`` points per dimension on [0, 1].
-    Targets are the raw sub-responses and direct ("env") observations; the GP sees them min–max
-    normalised per source (:func:`normalize_groups`). Transfer a trained child by passing it to
+    It stores the raw sub-responses (with their shares) and direct ("env") observations; the GP sees
+    them on the parent's standardised scale (``normalization="shared"``, :func:`shared_targets`) or,
+    as in the authors' code, min–max normalised per source (``"paper"``, :func:`normalize_groups`).
+    Transfer a trained child by passing it to
     :meth:`BIF.run` as ``pretrained={name: child}`` (it is copied, never modified).
     """
 
@@ -186,8 +265,10 @@ class ChildGP:
         gamma: float = 2.0,
         train_iters: int = 10,
         lr: float = 0.01,
+        normalization: str = "shared",
     ) -> None:
         self.name = name
+        self.normalization = normalization
         self.dims = list(dims)
         self.grid = int(grid)
         self.nu = nu
@@ -198,9 +279,14 @@ class ChildGP:
         self.indexer = GridIndexer([self.grid] * len(self.dims))
         self.points = self.indexer.points()
         self.gp = ChildExactGP(len(self.dims), nu)
+        if normalization == "shared":
+            self.gp.likelihood.noise = INITIAL_NOISE
         self.x_index: list[int] = []
         self.y_raw: list[float] = []
         self.source: list[str] = []
+        self.share: list[float] = []  # a sub-response's share of its parent observation (1 for "env")
+        self.epoch: list[int] = []  # which parent task an entry was recorded on (transfer adds one)
+        self.scales: list[tuple[float, float]] = [(0.0, 1.0)]  # each task's (centre, scale) of targets
         self.counts = torch.ones(self.indexer.n, dtype=DTYPE)
         self.acq = torch.zeros(self.indexer.n, dtype=DTYPE)
         self.refresh_acquisition()
@@ -210,13 +296,28 @@ class ChildGP:
         return len(self.y_raw)
 
     def targets(self) -> np.ndarray:
-        return normalize_groups(np.asarray(self.y_raw), self.source)
+        """What the GP is fitted to (see the class docstring)."""
+        if self.normalization == "paper":
+            return normalize_groups(np.asarray(self.y_raw), self.source)
+        return shared_targets(
+            np.asarray(self.y_raw), self.source, np.asarray(self.share), np.asarray(self.epoch), self.scales
+        )
 
-    def add(self, index: int, y: float, source: str) -> None:
+    def add(self, index: int, y: float, source: str, share: float = 1.0) -> None:
         self.x_index.append(int(index))
         self.y_raw.append(float(y))
         self.source.append(source)
+        self.share.append(float(share))
+        self.epoch.append(len(self.scales) - 1)
         self.counts[int(index)] += 1.0
+
+    def set_scale(self, center: float, scale: float) -> None:
+        """The current task's (centre, scale) of the parent's targets (``"shared"`` normalisation)."""
+        self.scales[-1] = (float(center), float(scale))
+
+    def new_task(self) -> None:
+        """Start a new parent task (transfer): earlier entries keep their own task's scale."""
+        self.scales.append((0.0, 1.0))
 
     def refit(self, train: bool = True) -> None:
         """Load the (re-normalised) data into the GP, take ``train_iters`` Adam steps, refresh the map."""
@@ -339,9 +440,21 @@ class BIF:
     - ``child_nu`` (0.5), ``parent_nu`` (2.5): Matérn smoothness of the children's and parent's kernels.
     - ``train_iters`` (10), ``lr`` (0.01): Adam steps after every update, for children and parent.
     - ``topdown``: feed sub-responses back to the children (False = the bottom-up-only ablation).
-    - ``prior``: ``"acquisition"`` (the children's averaged acquisition maps, frozen), ``"scaled"``
-      (α·map + β with α, β learned by the parent — the authors' ``ScaledPriorMean`` variant) or
-      ``"constant"`` (a learnable constant mean: nothing flows bottom-up through the mean).
+    - ``prior``: the parent's mean. ``"mean"`` (default): the sum of the children's posterior means,
+      Σ_i μ_i(x_i) — on the shared scale the children's targets of one observation sum to the parent's
+      target, so this is the bottom-up estimate of the parent's target itself. ``"acquisition"``: the
+      authors' prior map, the children's acquisition maps averaged and divided by |max| (a unit-free
+      shape), put on the targets' scale by a least-squares α·map + β (:func:`calibrate`) under the
+      shared normalisation, used raw under ``"paper"``. ``"scaled"``: α·map + β with α, β learned by
+      the parent's MLL (the authors' ``ScaledPriorMean``). ``"constant"``: a learnable constant mean
+      (nothing flows bottom-up through the mean).
+    - ``normalization``: ``"shared"`` (default) — one scale for the whole hierarchy: the parent's
+      targets are standardised, t = (y − ȳ)/s, and every child's targets are expressed in the same
+      units (sub-responses w_i·t, direct observations centred and divided by s; :func:`shared_targets`),
+      so the children's outputscales, copied into the parent's kernel, and their means are in the
+      parent's units. ``"paper"`` — as in the authors' code: children min–max normalise their direct and
+      inferred targets to [0, 1] separately, the parent standardises its own (a scale mismatch: the
+      copied outputscales and the prior map are not in the parent's units).
     - ``n_init``: random parent queries before BO; ``n_child_init``: direct observations per child
       when child objectives are given (the paper's protocol: 3).
     - ``on_nonfinite``: ``"raise"`` (default) an :class:`~papershelf.errors.InputError` when the objective
@@ -365,10 +478,11 @@ class BIF:
         train_iters: int = 10,
         lr: float = 0.01,
         topdown: bool = True,
-        prior: str = "acquisition",
+        prior: str = "mean",
         n_init: int = 3,
         n_child_init: int = 3,
         on_nonfinite: str = "raise",
+        normalization: str = "shared",
     ) -> None:
         self.composition = composition
         self.bounds = bounds
@@ -386,6 +500,7 @@ class BIF:
         self.n_init = n_init
         self.n_child_init = n_child_init
         self.on_nonfinite = on_nonfinite
+        self.normalization = normalization
 
     # ---- validation ----------------------------------------------------------------------------
     def _validate(self, budget: Any) -> None:
@@ -402,7 +517,8 @@ class BIF:
         check_choice("parent_nu", self.parent_nu, (0.5, 1.5, 2.5))
         check_int("train_iters", self.train_iters, low=0, high=10_000)
         check_number("lr", self.lr, low=0, low_open=True)
-        check_choice("prior", self.prior, ("acquisition", "scaled", "constant"))
+        check_choice("prior", self.prior, PRIORS)
+        check_choice("normalization", self.normalization, NORMALIZATIONS)
         check_choice("on_nonfinite", self.on_nonfinite, NONFINITE)
         check_int("n_init", self.n_init, low=0)
         check_int("n_child_init", self.n_child_init, low=0, high=10_000)
@@ -470,7 +586,9 @@ class BIF:
             if pretrained and name in pretrained:
                 child = pretrained[name].copy()
                 child.dims = list(self.composition_[name])
-                child.refit(train=False)
+                child.normalization = self.normalization
+                child.new_task()  # its old entries keep the source task's scale
+                child.refit(train=False)  # the acquisition map that picks its direct observation
                 n_env = 1  # a transferred child takes one direct observation at its acquisition argmax
                 picks = [int(torch.argmax(child.acq))]
             else:
@@ -483,6 +601,7 @@ class BIF:
                     gamma=self.gamma,
                     train_iters=self.train_iters,
                     lr=self.lr,
+                    normalization=self.normalization,
                 )
                 n_env = self.n_child_init
                 picks = [int(i) for i in rng.integers(0, child.indexer.n, size=n_env)]
@@ -499,19 +618,26 @@ class BIF:
                         child.add(idx, value, "env")
                     elif self.on_nonfinite == "raise":
                         raise InputError(f"child objective {name!r} returned {value} at x={u.tolist()}")
-                child.refit()
             self.children[name] = child
+        self.parent_y: list[float] = []
+        self._sync_scale()
+        for name in names:
+            if child_objectives and name in child_objectives:
+                self.children[name].refit()
 
         # parent
         self.parent = ParentExactGP(
             [self.composition_[n] for n in names],
             self.indexer,
-            mean={"acquisition": "prior", "scaled": "scaled", "constant": "constant"}[self.prior],
+            mean={"acquisition": "prior", "scaled": "scaled", "constant": "constant", "mean": "prior"}[
+                self.prior
+            ],
             nu=self.parent_nu,
         )
+        if self.normalization == "shared":
+            self.parent.likelihood.noise = INITIAL_NOISE
         self.parent_counts = torch.ones(self.indexer.n, dtype=DTYPE)
         self.parent_x: list[int] = []
-        self.parent_y: list[float] = []
         self._bottom_up()
 
         queries: list[np.ndarray] = []
@@ -553,8 +679,21 @@ class BIF:
         """Children → parent: the prior map and the kernel hyperparameters."""
         names = list(self.composition_)
         if self.prior in ("acquisition", "scaled"):
+            m = prior_map([self.children[n].acq for n in names], self.child_index)
+            self.prior_raw = m
+            if self.prior == "acquisition" and self.normalization == "shared":
+                # the map is a unit-free shape: put it on the standardised targets' scale
+                self.prior_alpha, self.prior_beta = calibrate(
+                    m[torch.as_tensor(self.parent_x, dtype=torch.long)],
+                    self._standardised(),
+                    float(m.max() - m.min()),
+                )
+                m = self.prior_alpha * m + self.prior_beta
+            self.parent.mean_module.values.copy_(m)
+        elif self.prior == "mean":
+            mu = [posterior_mean(self.children[n].gp, self.children[n].points) for n in names]
             self.parent.mean_module.values.copy_(
-                prior_map([self.children[n].acq for n in names], self.child_index)
+                torch.stack([a[idx] for a, idx in zip(mu, self.child_index)]).sum(0)
             )
         with torch.no_grad():  # raw parameters, same positivity constraint: the values are equal bit for bit
             for sub, n in zip(self.parent.sub_kernels, names):
@@ -563,12 +702,29 @@ class BIF:
                 sub.raw_outputscale.copy_(ck.raw_outputscale)
         self._load_parent()
 
+    def _scale(self) -> tuple[float, float]:
+        """(centre, scale) of the parent's standardised targets; in the ``"shared"`` normalisation the
+        scale falls back to the children's direct observations' s.d. before two parent observations."""
+        fallback: list[float] = []
+        if self.normalization == "shared":
+            for c in self.children.values():
+                fallback += [
+                    v
+                    for v, src, e in zip(c.y_raw, c.source, c.epoch)
+                    if src == "env" and e == len(c.scales) - 1
+                ]
+        return target_scale(self.parent_y, fallback)
+
+    def _sync_scale(self) -> None:
+        """Give every child the parent's current (centre, scale): one scale for the whole hierarchy."""
+        center, scale = self._scale()
+        for c in self.children.values():
+            c.set_scale(center, scale)
+
     def _standardised(self) -> torch.Tensor:
-        y = torch.as_tensor(self.parent_y, dtype=DTYPE)
-        if y.numel() < 2:
-            return y - y.mean() if y.numel() else y
-        sd = y.std()
-        return (y - y.mean()) / (sd if sd > 0 else 1.0)
+        """The parent's targets (y − centre)/scale."""
+        center, scale = self._scale()
+        return (torch.as_tensor(self.parent_y, dtype=DTYPE) - center) / scale
 
     def _load_parent(self) -> None:
         if self.parent_x:
@@ -577,24 +733,29 @@ class BIF:
             )
         self.parent.eval()
 
-    def decompose(self, flat: int, y: float) -> np.ndarray:
-        """Top-down split of observation ``y`` at parent grid point ``flat`` with the children's maps."""
+    def _acq_at(self, flat: int) -> tuple[list[float], list[float]]:
         names = list(self.composition_)
         at = [float(self.children[n].acq[self.child_index[i][flat]]) for i, n in enumerate(names)]
-        mx = [float(self.children[n].acq.max()) for n in names]
-        return decompose(y, at, mx)
+        return at, [float(self.children[n].acq.max()) for n in names]
+
+    def decompose(self, flat: int, y: float) -> np.ndarray:
+        """Top-down split of observation ``y`` at parent grid point ``flat`` with the children's maps."""
+        return decompose(y, *self._acq_at(flat))
 
     def observe(self, flat: int, y: float) -> np.ndarray:
         """Incorporate one parent observation: decompose, update children, rebuild the parent."""
         names = list(self.composition_)
         sub = self.decompose(flat, y)
-        if self.topdown:
-            for i, n in enumerate(names):
-                self.children[n].add(int(self.child_index[i][flat]), float(sub[i]), "bif")
-                self.children[n].refit()
         self.parent_x.append(int(flat))
         self.parent_y.append(float(y))
         self.parent_counts[flat] += 1.0
+        self._sync_scale()  # the new observation moves the parent's centre and scale, hence the children's
+        share = decompose(1.0, *self._acq_at(flat))  # sub = y·share
+        for i, n in enumerate(names):
+            if self.topdown:
+                self.children[n].add(int(self.child_index[i][flat]), float(sub[i]), "bif", float(share[i]))
+            if self.topdown or self.normalization == "shared":  # shared: the children's scale moved too
+                self.children[n].refit()
         self._bottom_up()
         train_exact_gp(self.parent, self.train_iters, self.lr)
         return sub
@@ -616,12 +777,10 @@ class BIF:
     def parent_mean_real(self) -> np.ndarray:
         """The parent posterior mean on the grid in the objective's units."""
         mu = posterior_mean(self.parent, self.points)
-        y = np.asarray(self.parent_y, float)
-        if y.size == 0:
+        if not self.parent_y:
             return mu.numpy()
-        sd = float(np.std(y, ddof=1)) if y.size > 1 else 1.0
-        sd = sd if sd > 0 else 1.0
-        return mu.numpy() * sd + float(y.mean())
+        center, scale = self._scale()
+        return mu.numpy() * scale + center
 
     def _score(self, result: BOResult, scores: Truth, t: int) -> None:
         mean = self.parent_mean_real() if scores.parent is not None else None

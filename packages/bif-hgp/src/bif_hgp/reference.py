@@ -100,6 +100,41 @@ def normalize_groups(y: Sequence[float], source: Sequence[str]) -> np.ndarray:
     return out
 
 
+def shared_targets(
+    y: Sequence[float],
+    source: Sequence[str],
+    share: Sequence[float],
+    epoch: Sequence[int],
+    scales: Sequence[tuple[float, float]],
+) -> np.ndarray:
+    """On the parent's scale (c, s) of each entry's task: sub-response w·y → w·(y − c)/s, written as
+    (ỹ − w·c)/s; direct observation v → (v − mean of that task's direct observations)/s."""
+    out = np.zeros(len(y))
+    for k in range(len(y)):
+        c, s = scales[epoch[k]]
+        if source[k] == "bif":
+            out[k] = (y[k] - share[k] * c) / s
+        else:
+            env = [y[j] for j in range(len(y)) if source[j] == "env" and epoch[j] == epoch[k]]
+            out[k] = (y[k] - sum(env) / len(env)) / s
+    return out
+
+
+def calibrated_prior(m: np.ndarray, observed: Sequence[int], t: np.ndarray) -> np.ndarray:
+    """α·m + β with the least-squares α (clipped to [0, (max t − min t)/(max m − min m)]) and β on the
+    observed grid points ``observed`` with standardised targets ``t``; the raw map when nothing
+    is observed."""
+    if len(observed) == 0:
+        return m.copy()
+    mo = np.array([m[j] for j in observed])
+    cov = sum((a - mo.mean()) * (b - t.mean()) for a, b in zip(mo, t))
+    var = sum((a - mo.mean()) ** 2 for a in mo)
+    alpha = max(cov / var, 0.0) if var > 1e-24 else 0.0
+    if max(m) > min(m):
+        alpha = min(alpha, (max(t) - min(t)) / (max(m) - min(m)))
+    return alpha * m + (t.mean() - alpha * mo.mean())
+
+
 def prior_map(acq_maps: Sequence[np.ndarray], child_of: Sequence[np.ndarray]) -> np.ndarray:
     """m(x) = (1/K)·Σ_i a_i(x_i) for every parent grid point, then divided by |max m| (if non-zero)."""
     K = len(acq_maps)
