@@ -8,6 +8,8 @@ import pytest
 from e2ttt import __version__
 from e2ttt.cli import main
 
+from papershelf.errors import InputError
+
 
 def test_bench_quick_writes_records(tmp_path, capsys):
     out = tmp_path / "b.json"
@@ -122,3 +124,24 @@ def test_far_questions_are_out_of_the_window():
         recent = s.ids[max(0, key_pos - 12) : key_pos]
         assert far[k] == (s.ids[key_pos] not in recent)
     assert far_questions(s, 1000).sum() == 0  # everything is "near" when the window covers the sequence
+
+
+def test_passkey_mini_layout():
+    pytest.importorskip("papershelf_lm")
+    from e2ttt.data import passkey_mini, task_batch
+    from papershelf_lm.tokenizer import KEY, QUERY
+
+    for length, seed in ((64, 0), (512, 1), (9, 2)):
+        s = passkey_mini(length, seed, digits=2)
+        ids = s.ids
+        assert ids.shape == (length,) and s.n_questions == 1
+        key_at = int((ids == KEY).nonzero()[0][0])
+        assert ids[-3] == QUERY and (s.question == 0).sum() == 2 and s.question[-2:].tolist() == [0, 0]
+        assert ids[key_at + 1 : key_at + 3].tolist() == ids[-2:].tolist()
+        assert all(ord("0") <= c <= ord("9") for c in ids[-2:])
+    depths = {int((passkey_mini(128, s).ids == KEY).nonzero()[0][0]) for s in range(40)}
+    assert len(depths) > 20  # the needle's depth is random
+    ids, w = task_batch(("passkey-mini", "mqar"), 64, 4, 0)
+    assert ids.shape == w.shape == (4, 64) and w[0].sum() == 1
+    with pytest.raises(InputError, match="too short"):
+        passkey_mini(6, 0, digits=2)

@@ -39,9 +39,11 @@ def jacobian_check(f, inputs, eps=1e-6, atol=1e-6, rtol=1e-5):
     """torch.autograd.gradcheck's test written out (its first call imports sympy, ~20 s on a loaded box):
     the full Jacobian by central differences equals the one from backward passes, in float64."""
     outs = torch.cat([o.reshape(-1) for o in f(*inputs)])
-    analytic = torch.stack(
-        [torch.cat([g.reshape(-1) for g in torch.autograd.grad(o, inputs, retain_graph=True)]) for o in outs]
-    )
+
+    def grads(o):
+        return torch.autograd.grad(o, inputs, retain_graph=True, materialize_grads=True)
+
+    analytic = torch.stack([torch.cat([g.reshape(-1) for g in grads(o)]) for o in outs])
     cols = []
     with torch.no_grad():
         for x in inputs:
@@ -205,3 +207,21 @@ def test_bad_input():
         model(torch.tensor([[0, 40]]))
     with pytest.raises(InputError, match="integer"):
         model(torch.zeros(1, 3))
+
+
+@pytest.mark.parametrize("variant", ["mlp", "swiglu", "linear"])
+def test_blocked_and_multi_weighted_gradients_match_the_plain_ones(variant):
+    """chunk_grads (heads in blocks, several weightings in one contraction) = weighted_grad per weighting
+    on the unblocked factors, and the blocked factors = the unblocked ones."""
+    fw, W, _m, k, v, lr, lg, _lb, lw, lb_ = problem(variant, H=5, L=7, seed=2)
+    factors = fw.token_grads(W, k, v, lw, lb_)
+    cs = (lr, lg.exp(), lr * lg)
+    want = [fw.weighted_grad(factors, c) for c in cs]
+    for block_elems in (1, 2 * 7 * fw.dh, 10**9):  # one head per block, blocks of 2 heads (5 = 2+2+1), none
+        got = fw.chunk_grads(W, k, v, lw, lb_, cs, block_elems=block_elems)
+        assert len(got) == len(cs)
+        for g, w in zip(got, want):
+            assert rel(g, w) < 1e-13
+        blocked = fw.token_grads_blocked(W, k, v, lw, lb_, block_elems=block_elems)
+        assert blocked[0] == factors[0]
+        assert all(rel((b,), (f,)) < 1e-15 for b, f in zip(blocked[1:], factors[1:]))

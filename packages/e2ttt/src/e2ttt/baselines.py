@@ -26,7 +26,7 @@ def chunk_average_update(
         check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
     beta = torch.exp(log_beta.clamp(min=LOG_GATE_MIN)).mean(-1)[..., None, None]
     gamma = torch.exp(log_gamma.clamp(min=LOG_GATE_MIN)).mean(-1)[..., None, None]
-    dW = fw.weighted_grad(fw.token_grads(W, k, v, ln_w, ln_b), lr)
+    (dW,) = fw.chunk_grads(W, k, v, ln_w, ln_b, (lr,))
     m_new = tuple(beta * mm - clip_by_norm(g, clip) for mm, g in zip(m, dW))
     W_new = tuple(gamma * w + mm for w, mm in zip(W, m_new))
     if norms is not None:
@@ -40,7 +40,7 @@ def no_momentum_update(
     """Chunk-end (W, m): plain large-chunk gradient descent, W_end = W_s − Σ lr_i g_i (gates β, γ unused)."""
     if validate:
         check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
-    dW = fw.weighted_grad(fw.token_grads(W, k, v, ln_w, ln_b), lr)
+    (dW,) = fw.chunk_grads(W, k, v, ln_w, ln_b, (lr,))
     W_new = tuple(w - clip_by_norm(g, clip) for w, g in zip(W, dW))
     if norms is not None:
         W_new = tuple(renorm_rows(w, n) for w, n in zip(W_new, norms))

@@ -37,6 +37,31 @@ class TokenWeights(NamedTuple):
     prod_beta: torch.Tensor  # ∏β
 
 
+def flush_subnormal(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with entries below the dtype's smallest normal number set to 0.
+
+    The per-token weights are products of up to L gates and underflow for early tokens of a long chunk;
+    subnormal floats make every multiply that touches them (the weighted contractions) many times slower
+    on CPUs. Their contribution is below the dtype's resolution of any nonzero sum they enter, so this is
+    a no-op numerically and an efficiency measure only (the paper's code drops tokens with momentum weight
+    below 1e-9 for the same purpose; this drops far less).
+    """
+    return torch.where(x.abs() < torch.finfo(x.dtype).tiny, torch.zeros((), dtype=x.dtype), x)
+
+
+def drop_negligible(c: torch.Tensor) -> torch.Tensor:
+    """Per-token gradient weights ``c`` (B, H, L) with the entries below ``eps · max_t |c_t|`` (per batch row
+    and head; eps the dtype's machine epsilon) set to 0.
+
+    A token whose weight is that small changes the weighted sum by less than the rounding of its largest
+    term, but its products with the gradient factors fall into the subnormal range, which makes the
+    contractions several times slower on CPUs. The paper's code drops tokens with momentum weight below
+    1e-9 for the same reason; this is the same kind of truncation, at the dtype's resolution.
+    """
+    cut = torch.finfo(c.dtype).eps * c.abs().amax(-1, keepdim=True)
+    return torch.where(c.abs() < cut, torch.zeros((), dtype=c.dtype), c)
+
+
 def _suffix_exclusive(x: torch.Tensor) -> torch.Tensor:
     """S_i = Σ_{j>i} x_j along the last dim."""
     total = x.sum(-1, keepdim=True)
@@ -51,8 +76,8 @@ def token_weights(log_gamma: torch.Tensor, log_beta: torch.Tensor) -> TokenWeigh
     log_sb = _suffix_exclusive(lb)  # log Sβ_i
     log_r = log_sg - log_sb
     log_R = torch.logcumsumexp(log_r.flip(-1), -1).flip(-1)  # log Σ_{q≥i} r_q
-    w_W = torch.exp(log_sb + log_R)
-    w_m = torch.exp(log_sb)
+    w_W = flush_subnormal(torch.exp(log_sb + log_R))
+    w_m = flush_subnormal(torch.exp(log_sb))
     sum_b = lb.sum(-1)
     return TokenWeights(w_W, w_m, torch.exp(lg.sum(-1)), torch.exp(sum_b + log_R[..., 0]), torch.exp(sum_b))
 
@@ -138,9 +163,7 @@ def e2ttt_chunk_update(
     if validate:
         check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
     tw = token_weights(log_gamma, log_beta)
-    factors = fw.token_grads(W, k, v, ln_w, ln_b)
-    dW = fw.weighted_grad(factors, tw.w_W * lr)
-    dm = fw.weighted_grad(factors, tw.w_m * lr)
+    dW, dm = fw.chunk_grads(W, k, v, ln_w, ln_b, (drop_negligible(tw.w_W * lr), drop_negligible(tw.w_m * lr)))
     cu, cm, pb = (x[..., None, None] for x in (tw.carry_u, tw.carry_m, tw.prod_beta))
     W_new = tuple(cu * w + cm * mm - clip_by_norm(g, clip) for w, mm, g in zip(W, m, dW))
     m_new = tuple(pb * mm - clip_by_norm(g, clip) for mm, g in zip(m, dm))
@@ -149,20 +172,44 @@ def e2ttt_chunk_update(
     return W_new, m_new
 
 
+def _outer_factors(factors):
+    """Per weight tensor, the (left, right) per-token factors with ∇_{W_j} ℓ_t = left_t right_tᵀ."""
+    kind = factors[0]
+    if kind == "mlp":
+        _, dy, a, dz, k = factors
+        return ((dz, k), (dy, a))
+    if kind == "swiglu":
+        _, dy, p, dh1, dh3, k = factors
+        return ((dh1, k), (dy, p), (dh3, k))
+    _, dy, k = factors
+    return ((dy, k),)
+
+
+@torch.no_grad()
 def per_token_chunk_update(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b, *, norms=None):
-    """The same chunk-end (W, m) by the sequential per-token recurrence (the fast loop the closed form
-    replaces): per-token gradients at W_s from the same hand-written factors, then L state steps
-    ``m ← β_t m − lr_t g_t``, ``W ← γ_t W + m``. No clipping (it is defined on a chunk's total update).
+    """The same chunk-end (W, m) by the sequential per-token recurrence (the loop the closed form
+    replaces), optimised: per-token gradients at W_s from the same hand-written factors (computed once,
+    head-blocked, as in the closed form), then L in-place state steps per weight tensor,
+    ``m ← β_t m − (lr_t left_t) right_tᵀ`` (one ``mul_`` and one rank-1 ``baddbmm_``) and
+    ``W ← γ_t W + m`` (``mul_``, ``add_``), with no allocation per step. No clipping (it is defined on a
+    chunk's total update). Not differentiable; the inputs are not modified.
     """
-    factors = fw.token_grads(W, k, v, ln_w, ln_b)
-    beta = torch.exp(log_beta.clamp(min=LOG_GATE_MIN))
-    gamma = torch.exp(log_gamma.clamp(min=LOG_GATE_MIN))
-    for t in range(k.shape[2]):
-        tok = tuple(f[:, :, t : t + 1] if torch.is_tensor(f) else f for f in factors)
-        g = fw.weighted_grad(tok, lr[..., t : t + 1])
-        bt, gt = beta[..., t, None, None], gamma[..., t, None, None]
-        m = tuple(bt * a - b for a, b in zip(m, g))
-        W = tuple(gt * a + b for a, b in zip(W, m))
+    B, H, L = lr.shape
+    pairs = [
+        ((lr[..., None] * a).reshape(B * H, L, -1), b.reshape(B * H, L, -1))
+        for a, b in _outer_factors(fw.token_grads_blocked(W, k, v, ln_w, ln_b))
+    ]
+    beta = torch.exp(log_beta.clamp(min=LOG_GATE_MIN)).reshape(B * H, L, 1, 1)
+    gamma = torch.exp(log_gamma.clamp(min=LOG_GATE_MIN)).reshape(B * H, L, 1, 1)
+    m = tuple(x.reshape(B * H, *x.shape[2:]).clone() for x in m)
+    W = tuple(x.reshape(B * H, *x.shape[2:]).clone() for x in W)
+    for t in range(L):
+        bt, gt = beta[:, t], gamma[:, t]
+        for mj, Wj, (left, right) in zip(m, W, pairs):
+            mj.mul_(bt).baddbmm_(left[:, t, :, None], right[:, t, None, :], alpha=-1)
+            Wj.mul_(gt).add_(mj)
+    m = tuple(x.view(B, H, *x.shape[1:]) for x in m)
+    W = tuple(x.view(B, H, *x.shape[1:]) for x in W)
     if norms is not None:
         W = tuple(renorm_rows(w, n) for w, n in zip(W, norms))
     return W, m

@@ -158,7 +158,7 @@ MODEL_ARGS = [
     arg("--variant", choices=("mlp", "swiglu"), default="mlp"),
 ]
 RUN_ARGS = [
-    arg("--tasks", nargs="+", choices=("passkey", "mqar"), default=["passkey", "mqar"]),
+    arg("--tasks", nargs="+", choices=("passkey", "mqar", "passkey-mini"), default=["passkey", "mqar"]),
     arg("--train-len", type=int, default=128),
     arg("--factor", type=int, default=8, help="test length = factor x train length (default 8)"),
     arg("--steps", type=int, default=500),
@@ -186,7 +186,7 @@ def _model_kw(args) -> dict:
 
 
 def _check_run(args):
-    check_int("--train-len", args.train_len, low=128)
+    check_int("--train-len", args.train_len, low=32)
     check_int("--factor", args.factor, low=1)
     check_int("--steps", args.steps, low=1)
     check_int("--batch", args.batch, low=1)
@@ -306,7 +306,7 @@ def _plot(res, path) -> bool:
     for i, (rule, s) in enumerate(res["summary"].items()):
         xs = [j + i * width for j in range(len(keys))]
         ax.bar(xs, [s[k]["mean"] for k in keys], width, yerr=[s[k]["std"] for k in keys], label=rule)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], keys)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(keys))], keys, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy")
     ax.legend()
     fig.tight_layout()

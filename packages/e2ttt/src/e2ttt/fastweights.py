@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 
 LN_EPS = 1e-8
+#: head blocking of the chunk gradients: at most this many elements (1 MiB of float32) per intermediate
+BLOCK_ELEMS = 1 << 18
 VARIANTS = ("mlp", "swiglu", "linear")
 
 
@@ -135,24 +137,104 @@ class FastWeight:
 
     # ---- hand-written gradients -------------------------------------------------------------------
     def token_grads(self, W, k, v, ln_w, ln_b):
-        """Per-token gradient factors: ∇_W ℓ_t = Σ outer products of these (never materialised per token)."""
-        w, b = _lnp(ln_w, ln_b)
-        y, cache = self.inner(W, k)
-        n, yh, inv = layer_norm(y, w, b)
-        dy = layer_norm_backward(2.0 * (n - self.target(k, v, ln_w, ln_b)), yh, inv, w)
+        """Per-token gradient factors: ∇_W ℓ_t = Σ outer products of these (never materialised per token).
+
+        One forward of the inner model and one hand-derived backward, on fused kernels: ``F.gelu`` and
+        ``aten.gelu_backward`` for the GELU, ``native_layer_norm`` (no affine) and its backward for the LN.
+        The LN bias cancels in ``n − target`` and the affine weight enters as ``w²``:
+        ∂ℓ/∂ŷ = 2 w² (ŷ − t̂), with ŷ, t̂ the normalised inner output and target.
+        """
+        w2 = 2.0 * ln_w[:, None, :].square()
+        d = (k.shape[-1],)
+        th = torch.native_layer_norm(v - k, d, None, None, LN_EPS)[0]
         if self.variant == "mlp":
-            z, cdf, a = cache
-            dz = (dy @ W[1]) * gelu_grad(z, cdf)
+            W0, W1 = W
+            z = k @ W0.transpose(-1, -2)
+            a = F.gelu(z)
+            y = a @ W1.transpose(-1, -2)
+        elif self.variant == "swiglu":
+            W1, W2, W3 = W
+            h1 = k @ W1.transpose(-1, -2)
+            h3 = k @ W3.transpose(-1, -2)
+            s = F.silu(h1)
+            p = s * h3
+            y = p @ W2.transpose(-1, -2)
+        else:
+            y = k @ W[0].transpose(-1, -2)
+        yh, mu, rstd = torch.native_layer_norm(y, d, None, None, LN_EPS)
+        dyh = (yh - th) * w2
+        mask = [True, False, False]
+        dy = torch.ops.aten.native_layer_norm_backward(dyh, y, d, mu, rstd, None, None, mask)[0]
+        if self.variant == "mlp":
+            dz = torch.ops.aten.gelu_backward(dy @ W1, z)
             return ("mlp", dy, a, dz, k)
         if self.variant == "swiglu":
-            h1, h3, s, p = cache
-            dp = dy @ W[1]
+            dp = dy @ W2
             return ("swiglu", dy, p, dp * h3 * silu_grad(h1), dp * s, k)
         return ("linear", dy, k)
 
     @staticmethod
+    def weighted_grads(factors, cs) -> tuple[tuple[torch.Tensor, ...], ...]:
+        """Σ_t c_t ∇_W ℓ_t for each per-token weighting ``c`` in ``cs`` (each (B, H, L)), sharing one matmul
+        per weight tensor across the weightings: the weights scale the narrower factor (k or ∂ℓ/∂y, width
+        d), the scaled copies are concatenated, and one batched matmul contracts over the L tokens."""
+        n = len(cs)
+        kind = factors[0]
+        c = torch.stack(cs, -1)[..., None] if n > 1 else cs[0][..., None]
+
+        def scaled(x):  # (B, H, L, n·d): [c_1 x, ..., c_n x]
+            return (c * x[..., None, :]).flatten(-2) if n > 1 else c * x
+
+        def split(g, dim):
+            return g.chunk(n, dim) if n > 1 else (g,)
+
+        if kind == "mlp":
+            _, dy, a, dz, k = factors
+            g0 = split(dz.transpose(-1, -2) @ scaled(k), -1)  # Σ c dz kᵀ
+            g1 = split(scaled(dy).transpose(-1, -2) @ a, -2)  # Σ c dy aᵀ
+            return tuple(zip(g0, g1))
+        if kind == "swiglu":
+            _, dy, p, dh1, dh3, k = factors
+            ck = scaled(k)
+            g1 = split(dh1.transpose(-1, -2) @ ck, -1)
+            g2 = split(scaled(dy).transpose(-1, -2) @ p, -2)
+            g3 = split(dh3.transpose(-1, -2) @ ck, -1)
+            return tuple(zip(g1, g2, g3))
+        _, dy, k = factors
+        return tuple((g,) for g in split(scaled(dy).transpose(-1, -2) @ k, -2))
+
+    def chunk_grads(self, W, k, v, ln_w, ln_b, cs, *, block_elems: int = BLOCK_ELEMS):
+        """``weighted_grads(token_grads(...), cs)`` computed over blocks of heads, each block's largest
+        per-token intermediate (B · heads · L · max(d, dh) elements) at most ``block_elems`` so that the
+        factors stay in cache between the forward, the backward and the weighted contractions."""
+        B, H, L, _ = k.shape
+        hb = max(1, min(H, block_elems // max(1, B * L * max(self.d, self.dh))))
+        if hb >= H:
+            return self.weighted_grads(self.token_grads(W, k, v, ln_w, ln_b), cs)
+        parts = []
+        for h in range(0, H, hb):
+            s = slice(h, h + hb)
+            f = self.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
+            parts.append(self.weighted_grads(f, tuple(c[:, s] for c in cs)))
+        return tuple(
+            tuple(torch.cat([p[i][j] for p in parts], 1) for j in range(len(W))) for i in range(len(cs))
+        )
+
+    def token_grads_blocked(self, W, k, v, ln_w, ln_b, *, block_elems: int = BLOCK_ELEMS):
+        """``token_grads`` over the same head blocks as :meth:`chunk_grads`, factors concatenated."""
+        B, H, L, _ = k.shape
+        hb = max(1, min(H, block_elems // max(1, B * L * max(self.d, self.dh))))
+        if hb >= H:
+            return self.token_grads(W, k, v, ln_w, ln_b)
+        parts = [
+            self.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
+            for s in (slice(h, h + hb) for h in range(0, H, hb))
+        ]
+        return (parts[0][0], *(torch.cat([p[i] for p in parts], 1) for i in range(1, len(parts[0]))))
+
+    @staticmethod
     def weighted_grad(factors, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Σ_t c_t ∇_W ℓ_t for per-token weights ``c`` of shape (B, H, L)."""
+        """Σ_t c_t ∇_W ℓ_t for per-token weights ``c`` of shape (B, H, L) (one weighting, no blocking)."""
         c = c[..., None]
         kind = factors[0]
         if kind == "mlp":
