@@ -139,3 +139,21 @@ def test_digits_arrays_are_scikit_learns_digits():
     assert np.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
     assert X.min() == 0.0 and X.max() == 1.0
     assert (np.round(X * 16) == X * 16).all()  # 17 grey levels
+
+
+def test_personalise_ignores_a_layer_the_two_adapters_share_exactly():
+    model = lora_model(base_mlp(64, 16, 10), rank=2, alpha=4.0)
+    init = get_state(model)
+    c = _client(0, 30)
+    from potara_merge.federated import train
+    from potara_merge.potara import estimate_traces
+
+    fed = train(model, init, c.X_train, torch.randint(0, 10, (30,)), steps=20)
+    loc = train(model, init, c.X_train, c.y_train, steps=20)
+    for k in ("2.lora_A.weight", "2.lora_B.weight"):
+        loc[k] = fed[k].clone()  # layer "2" identical in both: it cannot inform the mixing weight
+    tr = estimate_traces(model, fed, loc, c.X_fisher, c.y_fisher)
+    assert tr["2"].a == tr["2"].b == tr["2"].c == 0.0
+    assert tr["0"].a > 0 and tr["4"].b > 0
+    old = estimate_traces(model, fed, loc, c.X_fisher, c.y_fisher, skip_identical=False)
+    assert old["2"].a > 0

@@ -127,3 +127,21 @@ def test_nan_fisher_names_the_parameter():
     ff["m.lora_B.weight"][0, 0] = float("nan")
     with pytest.raises(InputError, match=r"m.lora_B.weight"):
         module_traces(ff, fl, {"m": list(ff)})
+
+
+def test_coordinates_identical_in_both_adapters_do_not_move_the_weight():
+    # Regression: coordinates with zero Fisher in both models (e.g. LoRA A-columns of always-zero inputs,
+    # never updated, hence identical in both adapters) were counted as independent errors with
+    # v = 1/δ each; a few of them dragged λ* toward 0.5 whatever the informative coordinates said.
+    ff = {"m.w": torch.tensor([4.0, 9.0, 1.0])}
+    fl = {"m.w": torch.tensor([0.5, 1.0, 0.25])}
+    lam0 = module_traces(ff, fl, {"m": ["m.w"]}, damping=1e-3)["m"].weight
+    ffp = {"m.w": torch.cat([ff["m.w"], torch.zeros(20)])}
+    flp = {"m.w": torch.cat([fl["m.w"], torch.zeros(20)])}
+    same = {"m.w": torch.cat([torch.zeros(3, dtype=torch.bool), torch.ones(20, dtype=torch.bool)])}
+    t = module_traces(ffp, flp, {"m": ["m.w"]}, damping=1e-3, same=same)["m"]
+    assert lam0 > 0.8
+    assert t.weight == pytest.approx(lam0, rel=1e-3)
+    assert abs(module_traces(ffp, flp, {"m": ["m.w"]}, damping=1e-3)["m"].weight - 0.5) < 0.01
+    with pytest.raises(InputError, match="same-mask shape"):
+        module_traces(ffp, flp, {"m": ["m.w"]}, same={"m.w": torch.ones(3, dtype=torch.bool)})

@@ -26,6 +26,13 @@ SIM_ARGS = [
     arg("--rank", type=int, default=4, help="LoRA rank (default 4)"),
     arg("--mode", choices=("factors", "product"), default="factors", help="how adapters are mixed"),
     arg("--fisher", choices=("empirical", "expected"), default="empirical"),
+    arg(
+        "--local-init",
+        choices=("base", "federated"),
+        default="base",
+        help="Potara's local adapter starts from the base (default) or from its federated adapter",
+    ),
+    arg("--diagnose", action="store_true", help="log per-client a, b, c, λ*, held-out losses, acc vs λ"),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
 ]
 
@@ -49,6 +56,8 @@ def _config(args, **over):
         rank=args.rank,
         mode=args.mode,
         fisher=args.fisher,
+        local_init=args.local_init,
+        diagnose=args.diagnose,
     )
     for k, v in over.items():
         setattr(cfg, k, v)

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import torch
 
 from papershelf.errors import InputError, check_int, check_number
 from potara_merge.baselines import APFL, Ditto, finetune
@@ -32,11 +33,13 @@ from potara_merge.federated import (
     lora_model,
     mix,
     pretrain,
+    set_state,
     state_bytes,
     train,
 )
 from potara_merge.lora import merge_lora
 from potara_merge.potara import personalise
+from potara_merge.weights import optimal_weight
 
 
 @dataclass
@@ -56,6 +59,8 @@ class SimConfig:
     fisher_n: int = 30
     damping: float = 1e-3
     mode: str = "factors"
+    local_init: str = "base"  # Potara's local adapter starts from the pretrained base or the federated one
+    diagnose: bool = False  # log per-client a, b, c, λ*, held-out losses and accuracy-vs-λ
     pretrain_steps: int = 300
     public_frac: float = 0.15
     grid: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
@@ -74,6 +79,8 @@ class SimConfig:
         check_number("--lr", self.lr, low=0, low_open=True)
         if self.mode not in ("factors", "product"):
             raise InputError(f"--mode must be factors or product; got {self.mode!r}")
+        if self.local_init not in ("base", "federated"):
+            raise InputError(f"--local-init must be base or federated; got {self.local_init!r}")
         if self.fisher not in ("empirical", "expected"):
             raise InputError(f"--fisher must be empirical or expected; got {self.fisher!r}")
         return self
@@ -127,16 +134,31 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     def acc(state, c):
         return 100.0 * accuracy(model, state, c.X_test, c.y_test)
 
-    # local adapters (no communication)
-    locs = [
-        train(
-            model, init, c.X_train, c.y_train, steps=cfg.local_model_steps, lr=cfg.lr, seed=seed * 131 + c.cid
-        )
-        for c in clients
-    ]
+    wp = run.checkpoints[Rp]
+
+    # local adapters (no communication): from the base (an independent local LoRA) or from Potara's
+    # federated adapter (local fine-tuning after the federated phase); the other one is a variant
+    def local_adapters(start):
+        return [
+            train(
+                model,
+                start,
+                c.X_train,
+                c.y_train,
+                steps=cfg.local_model_steps,
+                lr=cfg.lr,
+                seed=seed * 131 + c.cid,
+            )
+            for c in clients
+        ]
+
+    locs_base = local_adapters(init)
+    locs_fed = local_adapters(wp)
+    locs = locs_base if cfg.local_init == "base" else locs_fed
     res: dict = {"seed": seed, "skew": cfg.skew}
     accs: dict[str, float] = {}
-    accs["local"] = _mean([acc(s, c) for s, c in zip(locs, clients, strict=True)])
+    accs["local"] = _mean([acc(s, c) for s, c in zip(locs_base, clients, strict=True)])
+    accs["local_from_fed"] = _mean([acc(s, c) for s, c in zip(locs_fed, clients, strict=True)])
     accs["fedavg"] = _mean([acc(wR, c) for c in clients])
     accs["ditto"] = _mean([acc(ditto.personal[i], c) for i, c in enumerate(clients)])
     accs["apfl"] = _mean([acc(apfl.personalised(i, wR), c) for i, c in enumerate(clients)])
@@ -152,9 +174,9 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     ft_curve = {r: ft_acc(run.checkpoints[r]) for r in ft_points}
     accs["fedavg_ft"] = ft_curve[R]
 
-    def potara_at(w, **kw):
-        out, lams = [], []
-        for s, c in zip(locs, clients, strict=True):
+    def potara_at(w, local_states=None, **kw):
+        out, lams, infos = [], [], []
+        for s, c in zip(locs if local_states is None else local_states, clients, strict=True):
             merged, info = personalise(
                 model,
                 w,
@@ -171,19 +193,43 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
             else:
                 out.append(acc(merged, c))
             lams.append(info.total.weight)
-        return _mean(out), out, lams
+            infos.append(info)
+        return _mean(out), out, lams, infos
 
     prod_model = lora_model(copy.deepcopy(base_copy), rank=2 * cfg.rank, alpha=2 * cfg.lora_alpha, seed=seed)
     curve = {}
     for r in sorted(run.checkpoints):
         curve[r] = potara_at(run.checkpoints[r], mode=cfg.mode)[0]
-    wp = run.checkpoints[Rp]
-    accs["potara"], per_client, lams = potara_at(wp, mode=cfg.mode)
+    accs["potara"], per_client, lams, infos = potara_at(wp, mode=cfg.mode)
     accs["potara_per_module"] = potara_at(wp, mode=cfg.mode, per_module=True)[0]
     accs["potara_no_cross"] = potara_at(wp, mode=cfg.mode, cross=False)[0]
     other = "product" if cfg.mode == "factors" else "factors"
     accs[f"potara_{other}"] = potara_at(wp, mode=other)[0]
     accs["potara_full_rounds"] = potara_at(wR, mode=cfg.mode)[0]
+    other_init = "base" if cfg.local_init == "federated" else "fed"
+    accs[f"potara_local_from_{other_init}"] = potara_at(
+        wp, locs_fed if cfg.local_init == "base" else locs_base, mode=cfg.mode
+    )[0]
+    accs["potara_identical_as_independent"] = potara_at(wp, mode=cfg.mode, skip_identical=False)[0]
+
+    # held-out cross-entropy of each endpoint on the Fisher samples (diagnostic, and an inferred
+    # bias-aware variant: a, b ∝ excess loss ≈ ½ E‖e‖²_H includes the federated adapter's bias)
+    def heldout_loss(state, c):
+        set_state(model, state)
+        with torch.no_grad():
+            return float(torch.nn.functional.cross_entropy(model(c.X_fisher), c.y_fisher))
+
+    loss_fed = [heldout_loss(wp, c) for c in clients]
+    loss_loc = [heldout_loss(s, c) for s, c in zip(locs, clients, strict=True)]
+    lam_loss = [optimal_weight(lf, ll) for lf, ll in zip(loss_fed, loss_loc, strict=True)]
+    accs["potara_heldout_loss"] = _mean(
+        [
+            acc(mix(wp, s, lam), c)
+            if cfg.mode == "factors"
+            else 100.0 * accuracy(prod_model, merge_lora(wp, s, lam, mode="product")[0], c.X_test, c.y_test)
+            for s, c, lam in zip(locs, clients, lam_loss, strict=True)
+        ]
+    )
     other_fisher = "expected" if cfg.fisher == "empirical" else "empirical"
     accs[f"potara_{other_fisher}_fisher"] = potara_at(wp, mode=cfg.mode, fisher=other_fisher)[0]
     n_all = float(sum(c.n_train for c in clients))
@@ -222,6 +268,37 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     accs["fixed_0.5"] = grid_mean.get(0.5, float("nan"))
     accs["best_fixed"] = grid_mean[best_lam]
     accs["oracle_per_client"] = _mean([max(grid[lam][i] for lam in cfg.grid) for i in range(len(clients))])
+    diagnostics = []
+    for i, (c, info) in enumerate(zip(clients, infos, strict=True)):
+        t = info.total
+        diagnostics.append(
+            {
+                "client": c.cid,
+                "task": c.task,
+                "a": t.a,
+                "b": t.b,
+                "c": t.c,
+                "lambda": t.weight,
+                "bound": t.bound,
+                "loss_fed": loss_fed[i],
+                "loss_local": loss_loc[i],
+                "lambda_heldout_loss": lam_loss[i],
+                "acc_potara": per_client[i],
+                "acc_vs_lambda": {lam: grid[lam][i] for lam in cfg.grid},
+            }
+        )
+    if cfg.diagnose:
+        log(f"  seed {seed} {cfg.skew} per client (a, b, c: summed variance traces; λ on the federated side)")
+        log(
+            "   cl task        a        b        c     λ*  ℓ_fed ℓ_loc  acc  | acc at λ = "
+            + " ".join(f"{lam:g}" for lam in cfg.grid)
+        )
+        for d in diagnostics:
+            log(
+                f"  {d['client']:3d} {d['task']:4d} {d['a']:8.3g} {d['b']:8.3g} {d['c']:8.3g}"
+                f" {d['lambda']:6.3f} {d['loss_fed']:5.2f} {d['loss_local']:5.2f} {d['acc_potara']:5.1f} | "
+                + " ".join(f"{v:.0f}" for v in d["acc_vs_lambda"].values())
+            )
     adapter = state_bytes(init)
     res.update(
         accs=accs,
@@ -229,6 +306,7 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
         grid=grid_mean,
         potara_lambdas=lams,
         potara_per_client=per_client,
+        diagnostics=diagnostics,
         potara_curve=curve,
         ft_curve=ft_curve,
         bytes_at=run.bytes_at,
@@ -358,10 +436,40 @@ METHOD_ORDER = (
     "potara_product",
     "potara_factors",
     "potara_full_rounds",
+    "local_from_fed",
+    "potara_local_from_fed",
+    "potara_local_from_base",
+    "potara_identical_as_independent",
+    "potara_heldout_loss",
     "potara_data_counts",
     "potara_expected_fisher",
     "potara_empirical_fisher",
 )
+
+
+def diagnosis_lines(result: dict) -> list[str]:
+    """Per-client diagnostics averaged over clients and seeds, split by task (task 0 = the public task)."""
+    ds = [d for r in result["runs"] for d in r.get("diagnostics", [])]
+    groups = {"task 0": [d for d in ds if d["task"] == 0], "tasks != 0": [d for d in ds if d["task"] != 0]}
+    lines = [
+        "diagnosis (means over clients x seeds): λ* [min, max], a/b, c/min(a,b), held-out CE of the "
+        "federated / local endpoint, λ from held-out CE, accuracy at λ = 0 / 0.5 / 1"
+    ]
+    for name, g in groups.items():
+        if not g:
+            continue
+        lam = [d["lambda"] for d in g]
+        acc = {k: _mean([d["acc_vs_lambda"][k] for d in g]) for k in (0.0, 0.5, 1.0)}
+        lines.append(
+            f"  {name:>10} ({len(g):2d}): λ* {_mean(lam):.3f} [{min(lam):.2f}, {max(lam):.2f}], "
+            f"a/b {_mean([d['a'] / d['b'] for d in g]):.2f}, "
+            f"c/min {_mean([d['c'] / min(d['a'], d['b']) for d in g]):.3f}, "
+            f"CE fed {_mean([d['loss_fed'] for d in g]):.2f} "
+            f"/ local {_mean([d['loss_local'] for d in g]):.2f}, "
+            f"λ_CE {_mean([d['lambda_heldout_loss'] for d in g]):.3f}, "
+            f"acc {acc[0.0]:.1f} / {acc[0.5]:.1f} / {acc[1.0]:.1f}"
+        )
+    return lines
 
 
 def table(result: dict) -> str:
@@ -371,12 +479,14 @@ def table(result: dict) -> str:
         f"skew {cfg['skew']}, {cfg['n_clients']} clients, {cfg['rounds']} rounds "
         f"(Potara {math.ceil(cfg['potara_frac'] * cfg['rounds'])}), "
         f"seeds {s['seeds']}, adapter {s['adapter_bytes']} B",
-        f"{'method':>20}  {'acc %':>6}  {'± sd':>5}",
+        f"{'method':>32}  {'acc %':>6}  {'± sd':>5}",
     ]
     for m in METHOD_ORDER:
         if m in s["mean"]:
-            lines.append(f"{m:>20}  {s['mean'][m]:6.2f}  {s['std'][m]:5.2f}")
+            lines.append(f"{m:>32}  {s['mean'][m]:6.2f}  {s['std'][m]:5.2f}")
     lines.append(f"mean Potara λ (federated weight): {s['mean_lambda']:.3f}")
+    if cfg.get("diagnose"):
+        lines.extend(diagnosis_lines(result))
     lines.append(
         f"bytes to reach FedAvg+FT final ({s['ft_final']:.2f}%): "
         f"Potara {s['potara_bytes_to_ft_final']:.4g} vs "

@@ -47,8 +47,13 @@ def estimate_traces(
     n_fed: float = 1.0,
     n_loc: float = 1.0,
     client: str | int = "client",
+    skip_identical: bool = True,
 ) -> dict[str, Traces]:
-    """Per-module traces of one client from the diagonal Fisher of both adapters on (X, y)."""
+    """Per-module traces of one client from the diagonal Fisher of both adapters on (X, y).
+
+    ``skip_identical`` leaves coordinates whose values are identical in both adapters out of a, b, c
+    (any λ gives them the same value; see :func:`module_traces`).
+    """
     if X.shape[0] == 0:
         raise InputError(f"client {client}: no samples to estimate the Fisher from")
     names = list(fed)
@@ -89,8 +94,9 @@ def estimate_traces(
         for n, t in f.items():
             if not torch.isfinite(t).all():
                 raise InputError(f"client {client}: NaN/inf in the {label} model's Fisher for {n!r}")
+    same = {n: fed[n] == loc[n] for n in names} if skip_identical else None
     return module_traces(
-        ff, fl, groups, corr=corr if cross else None, n_fed=n_fed, n_loc=n_loc, damping=damping
+        ff, fl, groups, corr=corr if cross else None, n_fed=n_fed, n_loc=n_loc, damping=damping, same=same
     )
 
 

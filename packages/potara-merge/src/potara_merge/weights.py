@@ -101,6 +101,7 @@ def module_traces(
     n_fed: float = 1.0,
     n_loc: float = 1.0,
     damping: float = 1e-3,
+    same: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, Traces]:
     """Per-group traces from diagonal Fisher estimates of the two models.
 
@@ -109,6 +110,12 @@ def module_traces(
     ``δ = damping · mean(F)`` over both models' entries (a shared prior, so it favours neither side).
     ``corr`` holds per-coordinate gradient correlations ρ_j in [-1, 1] (clipped to [0, 1] here); without
     it ``c = 0`` (the first-pass, independent-errors special case).
+
+    ``same`` (bool masks) marks coordinates where the two adapters hold *identical* values (e.g. LoRA
+    A-columns of inputs that are always zero, which neither model ever updates). Their errors are the
+    same random variable, so they add the constant ``v_j`` to ``V(λ)`` for every λ and must not move λ*;
+    they are left out of a, b and c. (Counted as independent with ρ_j = 0 — their gradients vanish, so
+    no correlation can be measured — they pulled λ* toward 0.5.)
     """
     check_number("damping", damping, low=0)
     check_number("n_fed", n_fed, low=0, low_open=True)
@@ -132,17 +139,26 @@ def module_traces(
                 raise InputError(f"corr has no entry for parameter {n!r}")
             if not torch.isfinite(corr[n]).all():
                 raise InputError(f"gradient correlation for {n!r} contains NaN or inf")
-    total = sum(float(fisher_fed[n].double().sum() + fisher_loc[n].double().sum()) for n in names)
-    count = sum(2 * fisher_fed[n].numel() for n in names)
-    delta = damping * total / count
+        if same is not None and n in same and same[n].shape != fisher_fed[n].shape:
+            raise InputError(f"same-mask shape differs from the Fisher's for {n!r}")
+
+    def _keep(n):  # coordinates that can inform λ (all, unless marked identical in both adapters)
+        return (~same[n].bool()).double() if same is not None and n in same else 1.0
+
+    total = sum(float(((fisher_fed[n].double() + fisher_loc[n].double()) * _keep(n)).sum()) for n in names)
+    count = sum(
+        2 * float((torch.ones_like(fisher_fed[n], dtype=torch.float64) * _keep(n)).sum()) for n in names
+    )
+    delta = damping * total / count if count > 0 else 0.0
     if delta <= 0:
         delta = 1e-12  # both Fishers identically zero: all directions equally (un)informative
     out = {}
     for group, members in groups.items():
         a = b = c = 0.0
         for n in members:
-            vf = 1.0 / (n_fed * (fisher_fed[n].double() + delta))
-            vl = 1.0 / (n_loc * (fisher_loc[n].double() + delta))
+            keep = _keep(n)
+            vf = keep / (n_fed * (fisher_fed[n].double() + delta))
+            vl = keep / (n_loc * (fisher_loc[n].double() + delta))
             a += float(vf.sum())
             b += float(vl.sum())
             if corr is not None:
