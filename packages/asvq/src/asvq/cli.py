@@ -264,6 +264,50 @@ def _reproduce(args: argparse.Namespace) -> None:
         atomic_write_json(args.out, {**out, "manifest": run_manifest(package_version=__version__)})
 
 
+@app.command(
+    "ablate",
+    help="why ASVQ trails SimVQ: each documented ASVQ option beside SimVQ and plain VQ, same steps and seeds",
+    args=[
+        arg("--data", choices=("digits", "speech"), default="digits"),
+        arg("--seeds", type=int, default=3),
+        arg("--steps", type=int, default=400),
+        arg("--codebook-size", type=int, default=4096),
+    ],
+    common=["out", "quiet"],
+)
+def _ablate(args: argparse.Namespace) -> None:
+    from asvq.experiments import ablation
+    from papershelf.errors import check_int
+
+    check_int("--seeds", args.seeds, low=2)
+    check_int("--steps", args.steps, low=1)
+    check_int("--codebook-size", args.codebook_size, low=2)
+    out = ablation(
+        args.data, seeds=args.seeds, steps=args.steps, codebook_size=args.codebook_size, log=_log(args)
+    )
+    st = out["setting"]
+    print(
+        f"{st['dataset']}: K = {st['codebook_size']}, d = {st['dim']}, {st['steps']} steps, "
+        f"{st['seeds']} seeds"
+    )
+    print(
+        f"{'variant':<22}{'test MSE':>10}{'/SimVQ':>8}{'loss std':>10}{'/VQ':>7}{'util':>7}{'perplex':>9}"
+        f"{'eff-dim z':>10}{'codes':>7}{'params':>8}  window perplexity over training"
+    )
+    for s in out["summary"]:
+        curve = " ".join(f"{v:.0f}" for _, v in s["perplexity_curve"])
+        print(
+            f"{s['label']:<22}{s['test_mse']:>10.5f}{s['mse_over_simvq']:>8.3f}"
+            f"{_fmt(s['loss_seed_std'], '.5f'):>10}"
+            f"{_fmt(s['loss_std_over_vq'], '.2f'):>7}{s['utilization']:>7.3f}{s['perplexity']:>9.0f}"
+            f"{s['latent_effective_dim']:>10.1f}{s['used_code_effective_dim']:>7.1f}"
+            f"{s['quantizer_params']:>8,}"
+            f"  {curve}"
+        )
+    if args.out:
+        atomic_write_json(args.out, {**out, "manifest": run_manifest(package_version=__version__)})
+
+
 def _plot(summary: list[dict[str, Any]], path: str) -> None:
     try:
         import matplotlib

@@ -17,7 +17,7 @@ from asvq.registry import make_quantizer
 from asvq.search import cdist_nearest, nearest_code
 from asvq.training import train_autoencoder
 from papershelf.bench import compare, record
-from papershelf.errors import MissingDependencyError
+from papershelf.errors import InputError, MissingDependencyError
 
 PACKAGE = "asvq"
 MAIN_QUANTIZERS = ("asvq", "vq", "vq-ema", "simvq", "fsq")
@@ -402,3 +402,138 @@ def reproduce(quick: bool = False, log: Log = _quiet) -> dict[str, Any]:
     out["runs"] = rows
     out["summary"] = summarise(rows)
     return out
+
+
+# ---- ablation: why ASVQ reconstructs worse than SimVQ ------------------------------------------------------
+# (label, quantizer, options, codebook step size or None for the shared QUANTIZER_LR). Every ASVQ row is an
+# option the paper notes document; SimVQ and plain VQ are the anchors, and SimVQ is rerun with each change
+# that applies to it too, so an estimator or weighting change is compared like with like.
+ABLATION_SPECS: tuple[tuple[str, str, dict[str, Any], float | None], ...] = (
+    ("vq", "vq", {}, None),
+    ("simvq", "simvq", {}, None),
+    ("asvq", "asvq", {}, None),
+    ("asvq lr=ae", "asvq", {}, RECIPE["lr"]),
+    ("simvq lr=ae", "simvq", {}, RECIPE["lr"]),
+    ("asvq scale_init=data", "asvq", {"scale_init": "data"}, None),
+    ("asvq offset", "asvq", {"offset": True}, None),
+    ("asvq offset+data", "asvq", {"offset": True, "scale_init": "data"}, None),
+    ("asvq init=kmeans", "asvq", {"init": "kmeans"}, None),
+    ("asvq rotation", "asvq", {"rotation_trick": True}, None),
+    ("simvq rotation", "simvq", {"rotation_trick": True}, None),
+    ("asvq legacy", "asvq", {"legacy": True}, None),
+    ("simvq legacy", "simvq", {"legacy": True}, None),
+    ("asvq per_code", "asvq", {"scale": "per_code"}, None),
+    ("asvq scalar", "asvq", {"scale": "scalar"}, None),
+    ("asvq ema_stats", "asvq", {"scale": "ema_stats"}, None),
+)
+
+
+def effective_dim(x: torch.Tensor) -> float:
+    """Participation ratio ``(Σλ)² / Σλ²`` of the covariance eigenvalues of the rows of ``x``: d for an
+    isotropic cloud, 1 when all variance lies on one axis (a measure of dimensional collapse)."""
+    x = x.double() - x.double().mean(0)
+    lam = torch.linalg.eigvalsh(x.T @ x / max(1, x.shape[0] - 1)).clamp_min(0)
+    return float(lam.sum() ** 2 / (lam.pow(2).sum() + 1e-300))
+
+
+def ablation(
+    dataset: str = "digits",
+    *,
+    seeds: int = 3,
+    steps: int = 400,
+    codebook_size: int = 4096,
+    specs: tuple[tuple[str, str, dict[str, Any], float | None], ...] | None = None,
+    log: Log = _quiet,
+) -> dict[str, Any]:
+    """Every spec on the same data, steps and seeds (seed-major, so specs interleave in time).
+
+    Per run: test MSE, utilisation / perplexity on all vectors, the window perplexity over training, the
+    effective dimension of the latents and of the used codes, and ASVQ's learned scale.
+    """
+    torch.set_num_threads(1)
+    specs = ABLATION_SPECS if specs is None else specs
+    if dataset == "digits":
+        train, test = load_digits_split(0)
+    elif dataset == "speech":
+        train, test = load_speech()
+    else:
+        raise InputError(f"ablation dataset must be digits or speech, got {dataset!r}")
+    recipe = {**RECIPE, "codebook_size": codebook_size}
+    allx = torch.from_numpy(_all_vectors(train, test))
+    rows = []
+    for seed in range(seeds):
+        for label, name, opts, qlr in specs:
+            r = train_autoencoder(
+                train,
+                test,
+                name,
+                steps=steps,
+                seed=seed,
+                quantizer_lr=QUANTIZER_LR if qlr is None else qlr,
+                eval_every=max(1, steps // 4),
+                quantizer_options=opts,
+                **recipe,
+            )
+            model = r.pop("model")
+            model.eval()
+            with torch.no_grad():
+                z = model.encode(allx).reshape(-1, recipe["dim"])
+                _, idx, _ = model(allx)
+            stats = codebook_stats(idx, r["codebook_size"])
+            used = torch.unique(idx.reshape(-1))
+            q = model.quantizer
+            row = {
+                "label": label,
+                "quantizer": name,
+                "options": opts,
+                "quantizer_lr": QUANTIZER_LR if qlr is None else qlr,
+                "seed": seed,
+                "test_mse": r["test_mse"],
+                "final_train_loss": r["final_train_loss"],
+                "utilization": stats["utilization"],
+                "perplexity": stats["perplexity"],
+                "perplexity_curve": [[h["step"], h["perplexity_window"]] for h in r["dead_codes"]],
+                "latent_effective_dim": effective_dim(z),
+                "used_code_effective_dim": effective_dim(q.codebook[used]) if len(used) > 1 else 1.0,
+                "quantizer_params": r["quantizer_params"],
+            }
+            if name == "asvq" and q.scale_mode == "per_dim":
+                s = q.scale.detach().abs()
+                row["scale"] = [float(v) for v in s]
+                row["scale_max_over_min"] = float(s.max() / s.min().clamp_min(1e-12))
+            rows.append(row)
+            log(
+                f"{dataset} seed {seed} {label:<22} MSE {row['test_mse']:.5f} util {row['utilization']:.3f} "
+                f"perplexity {row['perplexity']:.0f} eff-dim latent {row['latent_effective_dim']:.1f} "
+                f"codes {row['used_code_effective_dim']:.1f}"
+            )
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    simvq_mse = float(np.mean([r["test_mse"] for r in rows if r["label"] == "simvq"]))
+    vq_std = seed_spread([r["final_train_loss"] for r in rows if r["label"] == "vq"])
+    summary = []
+    for label in labels:
+        rs = [r for r in rows if r["label"] == label]
+        mse = float(np.mean([r["test_mse"] for r in rs]))
+        std = seed_spread([r["final_train_loss"] for r in rs]) if len(rs) > 1 else float("nan")
+        curve = [
+            [h[0], float(np.mean([r["perplexity_curve"][i][1] for r in rs]))]
+            for i, h in enumerate(rs[0]["perplexity_curve"])
+        ]
+        summary.append(
+            {
+                "label": label,
+                "seeds": len(rs),
+                "test_mse": mse,
+                "mse_over_simvq": mse / simvq_mse,
+                "loss_seed_std": std,
+                "loss_std_over_vq": std / vq_std if vq_std > 0 else float("nan"),
+                "utilization": float(np.mean([r["utilization"] for r in rs])),
+                "perplexity": float(np.mean([r["perplexity"] for r in rs])),
+                "perplexity_curve": curve,
+                "latent_effective_dim": float(np.mean([r["latent_effective_dim"] for r in rs])),
+                "used_code_effective_dim": float(np.mean([r["used_code_effective_dim"] for r in rs])),
+                "quantizer_params": rs[0]["quantizer_params"],
+            }
+        )
+    setting = {**recipe, "steps": steps, "seeds": seeds, "quantizer_lr": QUANTIZER_LR, "dataset": dataset}
+    return {"setting": setting, "runs": rows, "summary": summary}
