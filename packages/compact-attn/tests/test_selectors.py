@@ -1,6 +1,7 @@
 """Both selectors find planted query-specific blocks; the mask policies behave as documented."""
 
 import pytest
+import torch
 from compact_attn import (
     AntidiagonalSelector,
     CompactAttention,
@@ -9,7 +10,9 @@ from compact_attn import (
     QuokaAttention,
 )
 from compact_attn.data import planted_chunk
-from compact_attn.selectors import block_causal
+from compact_attn.selectors import block_causal, mass_before
+
+from papershelf.errors import InputError
 
 
 @pytest.mark.parametrize(
@@ -55,3 +58,66 @@ def test_compact_recalls_more_than_quoka_on_query_specific_blocks():
     ours = sum(len(set(truth[h]) & set(t[h // 4])) for h in range(8))
     theirs = sum(len(set(truth[h]) & set((idx[h // 4] // 16).tolist())) for h in range(8))
     assert ours >= theirs
+
+
+def _past_union(mask, kv_heads, own_start):
+    Kb = mask.shape[-1]
+    return mask.reshape(kv_heads, -1, Kb).any(1)[:, :own_start]
+
+
+@pytest.mark.parametrize("rule", ["max", "mass"])
+@pytest.mark.parametrize("sink", [0, 1])
+def test_budget_union_is_exactly_the_budget_set(rule, sink):
+    q, k, _, _ = planted_chunk(1024, 128, block=16, seed=5)
+    sel = AntidiagonalSelector(stride=4, budget=6, rule=rule, sink=sink)
+    m = sel(q, k, offset=896, block=16)
+    past = _past_union(m, 2, 56)
+    assert past.sum(1).tolist() == [6, 6]  # the rows' union holds exactly the budget's past blocks
+    if sink:
+        assert bool(past[:, 0].all())
+    t = CompactAttention(sel).tables(q, _cache(q, k), 0)
+    assert t.lengths.tolist() == [6 + 8, 6 + 8]  # + the chunk's 8 own blocks, nothing else
+
+
+def _cache(q, k):
+    cache = PagedKVCache.for_length(k.shape[1], 16, 2, 32)
+    cache.append(0, k, torch.zeros_like(k))
+    return cache
+
+
+def test_mass_rule_is_the_threshold_rule_with_own_blocks_first():
+    """mass_before against an explicit loop (float64), and ranking by its group minimum is what a
+    cumulative-mass threshold τ keeps: the union of the rows' {j : before_j < τ}."""
+    g = torch.Generator().manual_seed(0)
+    P = torch.rand(4, 3, 12, generator=g, dtype=torch.float64) ** 4
+    own = range(9, 12)
+    got = mass_before(P, own)
+    for h in range(4):
+        for b in range(3):
+            row = P[h, b]
+            for j in range(9):
+                above = sum(float(row[i]) for i in range(9) if row[i] > row[j])
+                want = (float(row[own.start :].sum()) + above) / float(row.sum())
+                assert abs(float(got[h, b, j]) - want) < 1e-12
+    sel = MeanPoolSelector(budget=3, rule="mass")
+    mask = sel.mask_from_scores(P, 1, offset=144, T=48, block=16)
+    kept = set(torch.nonzero(mask.any((0, 1))[:9]).flatten().tolist())
+    best = got[..., :9].amin((0, 1))
+    tau = float(best.sort().values[3])  # the 4th smallest: a τ that admits exactly 3 past blocks
+    by_threshold = set(torch.nonzero((got[..., :9] < tau).any(1).any(0)).flatten().tolist())
+    assert kept == by_threshold and len(kept) == 3
+
+
+def test_max_pooled_antidiagonal_scores_are_row_distributions():
+    q, k, _, _ = planted_chunk(300, 40, block=16, seed=3)
+    P = AntidiagonalSelector(stride=4, pool="max").scores(q, k, offset=260, block=16)
+    assert (P.sum(-1) - 1).abs().max().item() < 1e-5
+    assert float(P[:, ~block_causal(40, 260, 16, 19)].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize(
+    "kw, word", [({"rule": "top"}, "rule"), ({"sink": -1}, "sink"), ({"pool": "median"}, "pool")]
+)
+def test_bad_selection_options(kw, word):
+    with pytest.raises(InputError, match=word):
+        AntidiagonalSelector(**kw)

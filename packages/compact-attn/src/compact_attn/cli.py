@@ -21,7 +21,18 @@ SEL_ARGS = [
     arg("--block", type=int, default=64, help="page / KV-block size in tokens (default 64)"),
     arg("--stride", type=int, default=8, help="antidiagonal stride (default 8)"),
     arg("--chunk", type=int, default=512, help="prefill chunk in tokens (default 512)"),
+    arg("--rule", default="max", help="budget ranking: max (block probability) or mass (cumulative mass)"),
+    arg("--sink", type=int, default=0, help="leading KV blocks always kept, inside the budget (default 0)"),
+    arg("--pool", default="mean", help="antidiagonal rows → Q-block: mean (default) or max"),
 ]
+
+
+def _sel_kw(args, selector: str = "antidiagonal") -> dict:
+    """Selector keywords from the CLI (validated by the selector)."""
+    kw = {"rule": args.rule, "sink": args.sink}
+    if selector == "antidiagonal":
+        kw.update(stride=args.stride, pool=args.pool)
+    return kw
 
 
 def _threads(n: int) -> None:
@@ -35,6 +46,11 @@ def _check_sel(args) -> None:
     check_int("--block", args.block, low=1)
     check_int("--stride", args.stride, low=1)
     check_int("--chunk", args.chunk, low=1)
+    if args.rule not in ("max", "mass"):
+        raise InputError(f"--rule must be 'max' or 'mass', got {args.rule!r}")
+    if args.pool not in ("mean", "max"):
+        raise InputError(f"--pool must be 'mean' or 'max', got {args.pool!r}")
+    check_int("--sink", args.sink, low=0)
     if args.block % args.stride:
         raise InputError(f"--block ({args.block}) must be a multiple of --stride ({args.stride})")
 
@@ -169,7 +185,8 @@ def _accuracy_records(args) -> list[dict]:
     model, _ = lm.load("tiny-m")
     out = []
     for n in (8192, 16384):
-        c = testbed_curves(model, n, [args.budget], chunk=args.chunk, block=args.block, stride=args.stride)
+        c = testbed_curves(model, n, [args.budget], chunk=args.chunk, block=args.block, stride=args.stride,
+                           rule=args.rule, sink=args.sink, pool=args.pool)  # fmt: skip
         row = c["rows"][0]
         setting = {"model": "tiny-m", "n": n, "chunk": args.chunk, "block": args.block, "budget": args.budget,
                    "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"]}  # fmt: skip
@@ -233,7 +250,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     started = time.time()
     result: dict = {
         "model": args.model, "task_model": args.task_model, "chunk": args.chunk, "block": args.block,
-        "stride": args.stride, "curves": [], "tasks": [],
+        "stride": args.stride, "rule": args.rule, "sink": args.sink, "pool": args.pool, "curves": [],
+        "tasks": [],
     }  # fmt: skip
     model, _ = lm.load(args.model)
     for n in args.lengths:
@@ -245,6 +263,9 @@ def _reproduce(args: argparse.Namespace) -> None:
             block=args.block,
             stride=args.stride,
             chunks_per_sample=check_int("--chunks", args.chunks, low=1, high=n // args.chunk),
+            rule=args.rule,
+            sink=args.sink,
+            pool=args.pool,
         )
         result["curves"].append(c)
         last = c["chunks_per_sample"]
@@ -267,9 +288,10 @@ def _reproduce(args: argparse.Namespace) -> None:
     tmodel, _ = lm.load(args.task_model)
     factories = {
         "dense": lambda: DenseAttention(),
-        "compact-antidiag": lambda: CompactAttention(make_selector("antidiagonal", stride=args.stride,
-                                                                   budget=args.budget)),
-        "compact-meanpool": lambda: CompactAttention(make_selector("meanpool", budget=args.budget)),
+        "compact-antidiag": lambda: CompactAttention(make_selector("antidiagonal", budget=args.budget,
+                                                                   **_sel_kw(args))),
+        "compact-meanpool": lambda: CompactAttention(make_selector("meanpool", budget=args.budget,
+                                                                   **_sel_kw(args, "meanpool"))),
         "quoka": lambda: QuokaAttention(args.budget),
     }  # fmt: skip
     rows = []
@@ -373,7 +395,7 @@ def _eval(args: argparse.Namespace) -> None:
     ids = tok(text, return_tensors="pt").input_ids[:, : check_int("--max-tokens", limit, low=1)]
     if ids.shape[1] == 0:
         raise InputError(f"--prompt-file {args.prompt_file!r} is empty")
-    kw = {"stride": args.stride} if args.selector == "antidiagonal" else {}
+    kw = _sel_kw(args, args.selector)
     compact = CompactAttention(make_selector(args.selector, budget=args.budget, **kw))
     t0 = time.perf_counter()
     dense_run = ChunkedPrefill(model, DenseAttention(), chunk=args.chunk, page_size=args.block)

@@ -24,13 +24,16 @@ def need_testbed():
     return papershelf_lm
 
 
-def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32) -> dict:
-    """The compared methods at one KV budget (compact with both selectors, QUOKA, per-head, dense)."""
+def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rule: str = "max", sink: int = 0,
+                pool: str = "mean") -> dict:  # fmt: skip
+    """The compared methods at one KV budget (compact with both selectors, QUOKA, per-head, dense);
+    ``rule``/``sink`` go to both selectors, ``pool`` to the antidiagonal one."""
+    ad = dict(stride=stride, budget=budget, rule=rule, sink=sink, pool=pool)
     return {
-        "compact-antidiag": CompactAttention(make_selector("antidiagonal", stride=stride, budget=budget)),
-        "compact-meanpool": CompactAttention(make_selector("meanpool", budget=budget)),
+        "compact-antidiag": CompactAttention(make_selector("antidiagonal", **ad)),
+        "compact-meanpool": CompactAttention(make_selector("meanpool", budget=budget, rule=rule, sink=sink)),
         "quoka": QuokaAttention(budget, n_queries=n_queries),
-        "per-head-antidiag": PerHeadBlockSparse(make_selector("antidiagonal", stride=stride, budget=budget)),
+        "per-head-antidiag": PerHeadBlockSparse(make_selector("antidiagonal", **ad)),
     }
 
 
@@ -148,7 +151,7 @@ def capture_layers(model, ids: torch.Tensor):
 
 
 def testbed_curves(model, n: int, budgets, *, chunk=512, block=64, stride=8, samples=1, seed=0,
-                   chunks_per_sample=2) -> dict:  # fmt: skip
+                   chunks_per_sample=2, **selection) -> dict:  # fmt: skip
     """Recall and error vs KV budget on the testbed model's own attention at context n: the text is a
     held-out NIAH haystack; the last ``chunks_per_sample`` chunks of every layer are scored."""
     need_testbed()
@@ -164,8 +167,8 @@ def testbed_curves(model, n: int, budgets, *, chunk=512, block=64, stride=8, sam
                 qc = q[:, end - chunk : end].contiguous()
                 by_budget = recall_and_error(
                     qc, k[:, :end].contiguous(), v[:, :end].contiguous(),
-                    {b: methods_for(b, block=block, stride=stride) for b in budgets}, block=block,
-                    scaling=scaling,
+                    {b: methods_for(b, block=block, stride=stride, **selection) for b in budgets},
+                    block=block, scaling=scaling,
                 )  # fmt: skip
                 for b in budgets:
                     for name, r in by_budget[b].items():

@@ -13,6 +13,11 @@ non-negative block-probability estimate per (head, Q-block, KV-block) row) and i
   max_{h∈G(g), b} P[h, b, j]; each row keeps the blocks of that set that reach the group's threshold
   θ_g — so the *union* over the rows is exactly the budget set and every table holds own + ⌈β·past⌉
   blocks (this is what "KV budget" means in the benchmarks; QUOKA gets ⌈β·past⌉ past tokens).
+  ``rule="max"`` (default) ranks a past block by its largest block probability over the group's rows;
+  ``rule="mass"`` by the smallest fraction of a row's estimated mass that comes before it when the row's
+  own blocks are counted first and its past blocks in descending order (:func:`mass_before`) — the
+  cumulative-mass threshold rule with τ set so that the union holds the budget. ``sink=s`` always keeps
+  the first s blocks (inside the budget).
 
 Two training-free estimators: :class:`AntidiagonalSelector` (XAttention-style strided antidiagonal
 sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block, softmax).
@@ -65,10 +70,20 @@ def block_causal(T: int, offset: int, block: int, kv_blocks: int) -> torch.Tenso
     return (torch.arange(kv_blocks)[None, :] * block) <= last[:, None]
 
 
+RULES = ("max", "mass")
+
+
 class BlockSelector:
     """Base class: subclasses implement :meth:`scores`; the mask policy (threshold or budget) is here."""
 
-    def __init__(self, *, budget=0.25, threshold: float | None = None) -> None:
+    def __init__(self, *, budget=0.25, threshold: float | None = None, rule: str = "max",
+                 sink: int = 0) -> None:  # fmt: skip
+        if rule not in RULES:
+            raise InputError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        if isinstance(sink, bool) or not isinstance(sink, int) or sink < 0:
+            raise InputError(f"sink must be a non-negative integer (leading blocks kept), got {sink!r}")
+        self.rule = rule
+        self.sink = sink
         if threshold is not None:
             if not 0 < float(threshold) <= 1:
                 raise InputError(f"threshold must lie in (0, 1], got {threshold}")
@@ -100,14 +115,34 @@ class BlockSelector:
             return mask & (P > 0)
         own = own_blocks(offset, T, block)
         keep = len(own) + resolve_budget(self.budget, own.start)
-        rowmax = P.reshape(kv_heads, G * Qb, Kb).amax(1).clone()
-        rowmax[:, own.start : own.stop] = float("inf")
-        top = rowmax.topk(keep, dim=-1)
+        # per-row priority of every block (larger = kept first); own blocks first, then the sink blocks
+        prio = P if self.rule == "max" else -mass_before(P, own)
+        prio = prio.clone()
+        prio[..., own.start : own.stop] = float("inf")
+        prio[..., : min(self.sink, own.start)] = float("inf")
+        best = prio.reshape(kv_heads, G * Qb, Kb).amax(1)
+        top = best.topk(keep, dim=-1)
         chosen = torch.zeros(kv_heads, Kb, dtype=torch.bool)
         chosen.scatter_(1, top.indices, True)
         theta = top.values[:, -1:]  # the group's threshold
-        mask = (P.reshape(kv_heads, G, Qb, Kb) >= theta[:, None, None, :]) & chosen[:, None, None, :]
+        mask = (prio.reshape(kv_heads, G, Qb, Kb) >= theta[:, None, None, :]) & chosen[:, None, None, :]
         return mask.reshape(H, Qb, Kb)
+
+
+def mass_before(P: torch.Tensor, own: range) -> torch.Tensor:
+    """XAttention's cumulative-mass rule with the chunk's own blocks counted first: for each row of P
+    (H, Qb, Kb), the fraction of the row's estimated mass held by its own blocks plus the past blocks it
+    ranks strictly above block j. A row at threshold τ keeps exactly the past blocks with value < τ, so
+    ranking blocks by the group minimum of this value and keeping the first k is the threshold rule with
+    τ set so that the union holds k past blocks. Own blocks get 0."""
+    total = P.sum(-1, keepdim=True).clamp_min(torch.finfo(P.dtype).tiny)
+    own_mass = P[..., own.start : own.stop].sum(-1, keepdim=True)
+    past = P[..., : own.start]
+    vals, order = past.sort(-1, descending=True)
+    before = own_mass + vals.cumsum(-1) - vals
+    out = torch.zeros_like(P)
+    out[..., : own.start] = torch.empty_like(past).scatter_(-1, order, before)
+    return out / total
 
 
 class MeanPoolSelector(BlockSelector):
@@ -147,8 +182,12 @@ class AntidiagonalSelector(BlockSelector):
 
     name = "antidiagonal"
 
-    def __init__(self, *, stride: int = 8, budget=0.25, threshold: float | None = None) -> None:
-        super().__init__(budget=budget, threshold=threshold)
+    def __init__(self, *, stride: int = 8, budget=0.25, threshold: float | None = None, rule: str = "max",
+                 sink: int = 0, pool: str = "mean") -> None:  # fmt: skip
+        super().__init__(budget=budget, threshold=threshold, rule=rule, sink=sink)
+        if pool not in ("mean", "max"):
+            raise InputError(f"pool must be 'mean' or 'max', got {pool!r}")
+        self.pool = pool
         if not isinstance(stride, int) or stride < 1:
             raise InputError(f"stride must be a positive integer, got {stride!r}")
         self.stride = stride
@@ -172,10 +211,13 @@ class AntidiagonalSelector(BlockSelector):
         p = torch.softmax(s, -1)
         per = block // S
         p = torch.nn.functional.pad(p, (0, Kb * per - C)).view(H, R, Kb, per).sum(-1)  # (H, R, Kb)
-        p = torch.nn.functional.pad(p, (0, 0, 0, Qb * per - R)).view(H, Qb, per, Kb).sum(2)
+        p = torch.nn.functional.pad(p, (0, 0, 0, Qb * per - R)).view(H, Qb, per, Kb)
+        if self.pool == "max":  # every strided row is a distribution: keep their max, renormalised
+            p = p.amax(2)
+            return p / p.sum(-1, keepdim=True)
         rows = torch.full((Qb,), float(per), dtype=p.dtype)
         rows[-1] = R - (Qb - 1) * per
-        return p / rows[None, :, None]
+        return p.sum(2) / rows[None, :, None]
 
 
 class FixedMask:
