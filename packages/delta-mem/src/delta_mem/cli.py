@@ -40,6 +40,12 @@ TRAIN_ARGS = [
     arg("--lr", type=float, default=3e-3, help="learning rate (default 3e-3)"),
     arg("--lm-weight", type=float, default=0.5, help="weight of the corpus next-token loss (default 0.5)"),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
+    arg(
+        "--curriculum-steps",
+        type=int,
+        default=0,
+        help="first steps train on dialogues whose facts end right before the final window (default 0)",
+    ),
 ]
 MODEL_ARG = arg("--model", default="tiny-s", help="testbed checkpoint (tiny-s, tiny-m) or a local HF folder")
 
@@ -77,6 +83,7 @@ def _train_config(args, **kw):
         n_history=check_int("--n-history", args.n_history, low=1),
         n_people=check_int("--people", args.people, low=1, high=16),
         update_prob=check_number("--update-prob", args.update_prob, low=0, high=1),
+        curriculum_steps=check_int("--curriculum-steps", getattr(args, "curriculum_steps", 0), low=0),
         seed=args.seed,
         **kw,
     )
@@ -159,6 +166,44 @@ def _eval(args: argparse.Namespace) -> None:
     if args.out:
         atomic_write_json(args.out, res)
         print(f"wrote {args.out}")
+
+
+# ---- diagnose ------------------------------------------------------------------------------------------
+@app.command(
+    "diagnose",
+    help="gradient-path checks: write-gate means and gradient norms at init and after a few curriculum steps",
+    args=[
+        MODEL_ARG,
+        *MEM_ARGS,
+        *DATA_ARGS,
+        *TRAIN_ARGS,
+        arg("--after", type=int, default=3, help="curriculum steps before the second check (default 3)"),
+    ],
+    common=("seed",),
+)
+def _diagnose(args: argparse.Namespace) -> None:
+    from delta_mem.experiments import diagnose, load_backbone, train_memory
+
+    _threads(args.threads)
+    mcfg = _mem_config(args)
+    after = check_int("--after", args.after, low=1)
+    tcfg = _train_config(args, log_every=10)
+    tcfg.steps, tcfg.curriculum_steps, tcfg.lm_weight, tcfg.curriculum_chat = after, after, 0.0, 8
+    model, label = load_backbone(args.model)
+    from delta_mem.wrap import attach_delta_mem
+
+    attach_delta_mem(model, mcfg)
+
+    def show(tag, d):
+        betas = " ".join(f"{b:.3f}" for b in d["beta_mean_per_layer"])
+        print(f"{label} {tag}: answer loss {d['answer_loss']:.3f}; mean write gate β per layer: {betas}")
+        for k, v in d["grad_norm"].items():
+            print(f"    grad norm {k:<18} {v:.3g}")
+
+    show("at init", diagnose(model, tcfg))
+    print(f"training {after} steps on the curriculum (fact just before the window, question right after)")
+    train_memory(model, mcfg, tcfg)
+    show(f"after {after} steps", diagnose(model, tcfg))
 
 
 # ---- demo -----------------------------------------------------------------------------------------------
@@ -283,6 +328,13 @@ def _print_targets(result):
         arg("--quick", action="store_true", help="random tiny model, 2 training steps, seconds"),
         arg("--result", default=None, metavar="FILE.json", help="also write the full result (every seed)"),
         arg("--decode-only", action="store_true", help="only the decode overhead per token (no training)"),
+        arg(
+            "--merge",
+            nargs="+",
+            default=None,
+            metavar="RESULT.json",
+            help="no training: merge --result files of runs that differ only in the seed",
+        ),
         arg("--plot", default=None, metavar="FILE.png"),
     ],
     common=("out", "seed"),
@@ -292,7 +344,7 @@ def _bench(args: argparse.Namespace) -> None:
 
     if args.decode_only:
         return _decode_only(args)
-    result = _run(args, args.quick)
+    result = _merge(args.merge) if args.merge else _run(args, args.quick)
     tg = _print_targets(result)
     suffix = "-quick" if args.quick else ""
     med = result["median"]
@@ -390,6 +442,23 @@ def _bench(args: argparse.Namespace) -> None:
     if args.out:
         write_records(args.out, recs)
         print(f"wrote {args.out}")
+
+
+def _merge(paths):
+    import json
+    from pathlib import Path
+
+    from delta_mem.experiments import merge_results
+
+    results = []
+    for p in paths:
+        if not Path(p).is_file():
+            raise InputError(f"--merge: no such file: {p}")
+        try:
+            results.append(json.loads(Path(p).read_text())["result"])
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"--merge: {p} is not a result file written by `bench --result`") from None
+    return merge_results(results)
 
 
 def _decode_only(args) -> None:

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from papershelf.errors import InputError, check_int, check_number
+from papershelf.errors import InputError, check_choice, check_int, check_number
 
 BOS = 256  # the testbed tokenizer's <bos>
+FACT_POSITIONS = ("random", "end")
 NAMES = (
     "Maya", "Omar", "Lena", "Ravi", "Ines", "Theo", "Yuki", "Nora",
     "Ezra", "Sana", "Hugo", "Alba", "Kofi", "Mila", "Joon", "Zara",
@@ -70,12 +71,26 @@ def _chat_lines(rng, people, n):
     ]
 
 
-def _fill_window(rng, facts: list[str], people, window: int) -> tuple[list[int], list[str]]:
-    """A window of exactly ``window`` tokens: BOS, chat with the ``facts`` lines at random places."""
+def _fill_window(
+    rng, facts: list[str], people, window: int, at_end: bool = False
+) -> tuple[list[int], list[str]]:
+    """A window of exactly ``window`` tokens: BOS, chat with the ``facts`` lines at random places (or,
+    with ``at_end``, as the window's last lines, right before the next window starts)."""
     need = 1 + sum(len(encode(f)) for f in facts)
     if need > window:
         raise InputError(f"window {window} is too short for the facts of a session ({need} tokens)")
     lines = _chat_lines(rng, people, window // 8)
+    if at_end and facts:
+        chat, used = [], need
+        for line in lines:
+            if used + len(encode(line)) > window:
+                break
+            chat.append(line)
+            used += len(encode(line))
+        merged = chat + facts
+        pre = [BOS] + [b for line in chat for b in encode(line)]
+        ids = pre + encode(" " * (window - used)) + [b for line in facts for b in encode(line)]
+        return ids, merged
     slots = sorted(int(x) for x in rng.integers(0, max(1, window // 40), size=len(facts)))
     merged, used = [], need
     fi = 0
@@ -101,12 +116,18 @@ def make_dialogue(
     n_history: int = 1,
     n_people: int = 3,
     update_prob: float = 0.5,
+    fact_position: str = "random",
+    final_chat: int | None = None,
 ) -> Dialogue:
-    """One seeded dialogue (see the module docstring)."""
+    """One seeded dialogue (see the module docstring). ``fact_position="end"`` puts the facts at the end
+    of the last history window, a few tokens before the final window starts, and ``final_chat`` caps the
+    chat tokens before the question in the final window (which is then shorter than ``window``): together
+    an easy curriculum, the fact a few tokens before the window's start and the question right after."""
     window = check_int("window", window, low=64)
     n_history = check_int("n_history", n_history, low=1)
     n_people = check_int("n_people", n_people, low=1, high=len(NAMES))
     update_prob = check_number("update_prob", update_prob, low=0, high=1)
+    check_choice("fact_position", fact_position, FACT_POSITIONS)
     rng = np.random.default_rng(seed)
     people = [str(p) for p in rng.choice(NAMES, size=n_people, replace=False)]
     homes = [str(c) for c in rng.choice(VALUES, size=n_people, replace=False)]
@@ -125,8 +146,10 @@ def make_dialogue(
         else:
             sessions[0].append(move)  # after the first facts: _fill_window keeps the order
     history, messages = [], []
+    if fact_position == "end" and n_history > 1:
+        sessions = [[] for _ in range(n_history - 1)] + [[line for ses in sessions for line in ses]]
     for facts_j in sessions:
-        ids, lines = _fill_window(rng, facts_j, people, window)
+        ids, lines = _fill_window(rng, facts_j, people, window, at_end=fact_position == "end")
         history.append(ids)
         messages += [line.strip() for line in lines]
     question = f"\nQ: What is the number of {person}?\n{person}: my number is "
@@ -134,10 +157,12 @@ def make_dialogue(
     budget = window - 1 - len(q_ids) - len(a_ids)
     if budget < 0:
         raise InputError(f"window {window} is too short for the question")
+    if final_chat is not None:
+        budget = min(budget, check_int("final_chat", final_chat, low=0))
     chat = [b for line in _chat_lines(rng, people, window // 8 + 2) for b in encode(line)]
     final = [BOS, *chat[len(chat) - budget :], *q_ids, *a_ids] if budget else [BOS, *q_ids, *a_ids]
-    mask = np.zeros(window, dtype=bool)
-    mask[window - len(a_ids) :] = True
+    mask = np.zeros(len(final), dtype=bool)
+    mask[len(final) - len(a_ids) :] = True
     return Dialogue(
         history=np.asarray(history, dtype=np.int64),
         window=np.asarray(final, dtype=np.int64),

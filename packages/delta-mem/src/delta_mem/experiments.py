@@ -45,12 +45,23 @@ class TrainConfig:
     lm_batch: int = 2
     clip: float = 1.0
     seed: int = 0
-    log_every: int = 25
+    log_every: int = 20
     lm_source: str = "corpus"  # "corpus" (the testbed's) or "random" (quick runs without the testbed)
+    fact_position: str = "random"  # "end": facts right before the final window (the easy curriculum)
+    curriculum_steps: int = 0  # the first steps: facts right before the final window, question right after
+    curriculum_chat: int | None = None  # cap on chat tokens before the question in curriculum steps
 
-    def dialogue_kwargs(self) -> dict:
+    def dialogue_kwargs(self, step: int | None = None) -> dict:
+        pos, chat = self.fact_position, None
+        if step is not None and step < self.curriculum_steps:
+            pos, chat = "end", self.curriculum_chat
         return dict(
-            window=self.window, n_history=self.n_history, n_people=self.n_people, update_prob=self.update_prob
+            final_chat=chat,
+            window=self.window,
+            n_history=self.n_history,
+            n_people=self.n_people,
+            update_prob=self.update_prob,
+            fact_position=pos,
         )
 
 
@@ -136,9 +147,12 @@ def _train_loop(model, params, cfg: TrainConfig, *, use_history: bool, log=print
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     model.train()
     logs, t0 = [], time.perf_counter()
+    run_loss, run_acc, run_n = 0.0, 0.0, 0
     for step in range(cfg.steps):
         ds = [
-            make_dialogue(TRAIN_BASE + cfg.seed * 1_000_000 + step * cfg.batch + i, **cfg.dialogue_kwargs())
+            make_dialogue(
+                TRAIN_BASE + cfg.seed * 1_000_000 + step * cfg.batch + i, **cfg.dialogue_kwargs(step)
+            )
             for i in range(cfg.batch)
         ]
         hist, win, mask = stack(ds)
@@ -160,16 +174,18 @@ def _train_loop(model, params, cfg: TrainConfig, *, use_history: bool, log=print
         if is_wrapped(model):
             detach_state(model)
             reset_state(model)
+        run_loss, run_acc, run_n = run_loss + float(loss.detach()), run_acc + acc, run_n + 1
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
-            rec = {
+            rec = {  # means over the steps since the last record
                 "step": step,
-                "loss": float(loss.detach()),
-                "acc": acc,
+                "loss": run_loss / run_n,
+                "acc": run_acc / run_n,
                 "elapsed_s": round(time.perf_counter() - t0, 1),
             }
             logs.append(rec)
+            run_loss, run_acc, run_n = 0.0, 0.0, 0
             if log:
-                msg = f"  step {step:4d}  answer loss {rec['loss']:.3f}  batch acc {acc:.2f}"
+                msg = f"  step {step:4d}  answer loss {rec['loss']:.3f}  batch acc {rec['acc']:.2f}"
                 log(f"{msg}  {rec['elapsed_s']}s")
     model.eval()
     return logs
@@ -197,6 +213,49 @@ def train_lora(model, n_params: int, cfg: TrainConfig, *, log=print):
     peft = lora_model(model, rank, seed=cfg.seed)
     logs = _train_loop(peft, peft.parameters(), cfg, use_history=False, log=log)
     return peft, rank, count, logs
+
+
+@torch.no_grad()
+def _record_beta(layer, args, out) -> None:
+    layer._diag_beta.append(float(layer.features(args[0].to(layer.in_proj.weight.dtype))[3].mean()))
+
+
+def diagnose(model, cfg: TrainConfig) -> dict:
+    """Gradient-path checks at the current parameters of a wrapped model, on one training batch: the mean
+    write gate β per layer (saturation), the reads' size at the question, and the gradient norm of every
+    memory parameter group (zero-initialised corrections and the projections behind them)."""
+    from delta_mem.wrap import memory_layers
+
+    base = TRAIN_BASE + cfg.seed * 1_000_000
+    ds = [make_dialogue(base + i, **cfg.dialogue_kwargs(0)) for i in range(cfg.batch)]
+    hist, win, mask = stack(ds)
+    layers = memory_layers(model)
+    betas = []
+    with torch.no_grad():
+        for layer in layers:
+            layer._diag_beta = []
+        hooks = [lyr.register_forward_hook(_record_beta) for lyr in layers]
+    model.zero_grad(set_to_none=True)
+    logits = run_dialogues(model, hist, win)
+    loss = answer_loss(logits, win, mask)
+    loss.backward()
+    for h in hooks:
+        h.remove()
+    for layer in layers:
+        betas.append(statistics.mean(layer._diag_beta))
+        del layer._diag_beta
+    grads: dict[str, float] = {}
+    for name, p in memory_parameters(model).items():
+        key = name.split(".delta_mem.")[-1]
+        g = 0.0 if p.grad is None else float(p.grad.norm()) ** 2
+        grads[key] = grads.get(key, 0.0) + g
+    model.zero_grad(set_to_none=True)
+    reset_state(model)
+    return {
+        "answer_loss": float(loss.detach()),
+        "beta_mean_per_layer": betas,
+        "grad_norm": {k: math.sqrt(v) for k, v in sorted(grads.items())},
+    }
 
 
 # ---- evaluation -----------------------------------------------------------------------------------------
@@ -378,19 +437,24 @@ def comparison(
     for r in rows:
         r.pop("_backbone", None)
         r.pop("_mem_model", None)
-    med = {
-        k: statistics.median(r[k] for r in rows)
-        for k in (
-            "frozen",
-            "bm25",
-            "lora",
-            "delta_mem",
-            "delta_mem_no_history",
-            "ppl_frozen",
-            "ppl_delta_mem",
-            "ppl_lora",
-        )
-    }
+    return summarize(rows, tcfg, mcfg, n_eval=n_eval, n_ppl=n_ppl, decode=dec)
+
+
+SUMMARY_KEYS = (
+    "frozen",
+    "bm25",
+    "lora",
+    "delta_mem",
+    "delta_mem_no_history",
+    "ppl_frozen",
+    "ppl_delta_mem",
+    "ppl_lora",
+)
+
+
+def summarize(rows: list[dict], tcfg: TrainConfig | dict, mcfg: DeltaMemConfig | dict, **extra) -> dict:
+    """Medians over seeds and the per-seed ratios of the rows of :func:`run_seed`."""
+    med = {k: statistics.median(r[k] for r in rows) for k in SUMMARY_KEYS}
     per_seed = {
         "delta_mem/frozen": [_ratio(r["delta_mem"], r["frozen"]) for r in rows],
         "delta_mem/bm25": [_ratio(r["delta_mem"], r["bm25"]) for r in rows],
@@ -399,17 +463,41 @@ def comparison(
     }
     return {
         "model": rows[0]["model"],
-        "seeds": list(seeds),
-        "train": asdict(tcfg),
-        "memory": asdict(mcfg),
-        "n_eval": n_eval,
-        "n_ppl": n_ppl,
+        "seeds": [r["seed"] for r in rows],
+        "train": tcfg if isinstance(tcfg, dict) else asdict(tcfg),
+        "memory": mcfg if isinstance(mcfg, dict) else asdict(mcfg),
+        **{k: extra[k] for k in ("n_eval", "n_ppl")},
         "rows": rows,
         "median": med,
         "ratios_per_seed": per_seed,
         "ratios_median": {k: statistics.median(v) for k, v in per_seed.items()},
-        "decode": dec,
+        "decode": extra["decode"],
     }
+
+
+def merge_results(results: list[dict]) -> dict:
+    """One result from several runs of the same setting with different seeds (e.g. run in parallel):
+    rows concatenated, medians recomputed; decode timings: the median of the runs' ratios."""
+    if not results:
+        raise InputError("nothing to merge")
+    first = results[0]
+    for r in results[1:]:
+        for key in ("model", "n_eval", "n_ppl", "memory"):
+            if r[key] != first[key]:
+                raise InputError(f"cannot merge runs whose {key} differ: {r[key]!r} vs {first[key]!r}")
+        a = {k: v for k, v in r["train"].items() if k != "seed"}
+        b = {k: v for k, v in first["train"].items() if k != "seed"}
+        if a != b:
+            raise InputError("cannot merge runs whose training settings differ (other than the seed)")
+    rows = sorted((row for r in results for row in r["rows"]), key=lambda row: row["seed"])
+    seeds = [row["seed"] for row in rows]
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"cannot merge runs with repeated seeds: {seeds}")
+    decs = sorted((r["decode"] for r in results), key=lambda d: d["ratio"])
+    dec = dict(decs[(len(decs) - 1) // 2])
+    return summarize(
+        rows, first["train"], first["memory"], n_eval=first["n_eval"], n_ppl=first["n_ppl"], decode=dec
+    )
 
 
 TARGETS = (

@@ -184,30 +184,46 @@ class DeltaMemLayer(nn.Module):
         self.acc_n = torch.where(L >= 0, (T - 1 - L).to(x.dtype), acc_n + T)
         return seg_mean, is_b
 
+    def _decode_step(self, x: torch.Tensor) -> torch.Tensor:
+        """One token (token granularity): one read and one write with as few tensor ops as possible."""
+        B = x.shape[0]
+        H, r = self.cfg.heads, self.cfg.rank
+        z = nn.functional.linear(x[:, 0], self.in_proj.weight, self.in_proj.bias).view(B, -1, H, r)
+        qk = nn.functional.normalize(torch.tanh(z[:, :2]), dim=-1)  # (B, 2, H, r)
+        S = x.new_zeros(B, H, r, r) if self.state is None else self.state
+        rk = S @ qk.permute(0, 2, 3, 1)  # (B, H, r, 2): the read S q̃ and S k̃ in one product
+        k = qk[:, 1]
+        beta = torch.sigmoid(z[:, 3])
+        mode = self.cfg.state_update_mode
+        if mode == "no_lambda":  # keep = 1, erase = write = β
+            self.state = torch.addcmul(S, (beta * (z[:, 2] - rk[..., 1]))[..., None], k[:, :, None, :])
+        else:
+            lam = 1.0 - beta if self.cfg.couple_lambda else torch.sigmoid(z[:, 4])
+            keep, erase, write = gate_coefficients(beta, lam, mode)
+            coef = write * z[:, 2] - erase * rk[..., 1]
+            self.state = keep[..., None] * S + coef[..., None] * k[:, :, None, :]
+        return self.scale * rk[..., 0].reshape(B, 1, H * r)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Read (before write) for every token of ``x`` (B, T, d), update the state; returns the reads
-        times the correction scale α/r, (B, T, H*r)."""
-        if self.cfg.check_finite and not bool(torch.isfinite(x).all()):
-            raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
-        x = x.to(self.in_proj.weight.dtype)
+        times the correction scale α/r, (B, T, H*r). A single-token call (a decode step) takes a fast
+        path; its finiteness check is skipped (it would cost a host sync per layer and token) — the
+        prefill and every multi-token call are checked."""
         B, T, _ = x.shape
-        H, r = self.cfg.heads, self.cfg.rank
         if self.state is not None and self.state.shape[0] != B:
             raise InputError(
                 f"batch size {B} differs from the memory state's {self.state.shape[0]}; "
                 "call reset_state(model)"
             )
+        if T == 1 and self.cfg.write_granularity == "token" and self.state is not None:
+            return self._decode_step(x.to(self.in_proj.weight.dtype))
+        if self.cfg.check_finite and not bool(torch.isfinite(x).all()):
+            raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
+        x = x.to(self.in_proj.weight.dtype)
+        H, r = self.cfg.heads, self.cfg.rank
         if self.cfg.write_granularity == "token":
             q, k, v, beta, lam = self.features(x)
             keep, erase, write = gate_coefficients(beta, lam, self.cfg.state_update_mode)
-            if T == 1:  # decode step: one read and one write, without the scan's dispatch
-                S = x.new_zeros(B, H, r, r) if self.state is None else self.state
-                q0, k0 = q[:, :, 0], k[:, :, 0]
-                read = (S @ q0[..., None]).squeeze(-1)
-                Sk = (S @ k0[..., None]).squeeze(-1)
-                coef = write[:, :, 0] * v[:, :, 0] - erase[:, :, 0] * Sk
-                self.state = keep[:, :, 0, :, None] * S + coef[..., None] * k0[:, :, None, :]
-                return self.scale * read.reshape(B, 1, H * r)
         else:
             seg, is_b = self._segment_inputs(x)
             q = self.features(x)[0]
