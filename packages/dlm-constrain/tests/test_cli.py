@@ -154,14 +154,17 @@ def test_demo_and_bad_counts(capsys):
     assert "exact" in text and "unconstrained" in text
     assert main(["demo", "--count", "0"]) == 2
     assert main(["reproduce", "--count", "0"]) == 2
+    assert main(["reproduce", "--steps", "0"]) == 2
+    assert "--steps" in capsys.readouterr().err
     assert main(["train", "--steps", "1"]) == 2
     assert "--out is required" in capsys.readouterr().err
 
 
 def test_reproduce_small_writes_atomically(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["reproduce", "--count", "1", "--quiet", "--out", str(out)]) == 0
+    assert main(["reproduce", "--count", "1", "--steps", "4", "--quiet", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
+    assert data["steps"] == 4
     assert data["summary"]["stochastic/exact"]["validity"] == 1.0
     assert data["summary"]["greedy/exact"]["validity"] == 1.0
 

@@ -144,3 +144,20 @@ def test_decode_step_commits_completable_tokens(dfa):
             p[decoded] = torch.nn.functional.one_hot(x[decoded], len(VOCAB)).double()
             assert inference.log_partition(p, dfa) > -math.inf
         assert decoded.all() and dfa.accepts(x.tolist())
+
+
+def test_numpy_categorical_matches_torch_inverse_cdf():
+    """The numpy draw used by the bisection levels and the token step is the torch inverse CDF, and it
+    never returns a zero-weight index (zeros in the middle and at the end of a row)."""
+    from dlm_constrain.inference import _categorical, _categorical_np
+
+    g = torch.Generator().manual_seed(3)
+    w = torch.rand(400, 9, generator=g, dtype=torch.float64)
+    w[w < 0.4] = 0.0
+    w[:, 0] += 1e-3  # every row has a positive weight
+    u_gen, t_gen = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    u = torch.rand(400, dtype=torch.float64, generator=u_gen).numpy()
+    got = _categorical_np(w.numpy(), u)
+    want = _categorical(w, t_gen).numpy()
+    assert (got == want).all()
+    assert (w.numpy()[np.arange(400), got] > 0).all()

@@ -147,16 +147,22 @@ def _bench(args: argparse.Namespace) -> None:
 @app.command(
     "reproduce",
     help="the headline experiment: validity and accuracy of every strategy on 3 tasks",
-    args=[arg("--count", type=int, default=60, help="instances per task (default 60)")],
+    args=[
+        arg("--count", type=int, default=60, help="instances per task (default 60)"),
+        arg("--steps", type=int, default=8, help="denoising steps over 34 positions (default 8)"),
+    ],
     common=["seed", "out", "quiet"],
 )
 def _reproduce(args: argparse.Namespace) -> None:
     from dlm_constrain.experiments import reproduce
 
     count = check_int("--count", args.count, low=1, high=10_000)
+    steps = check_int("--steps", args.steps, low=1, high=34)
     seed_everything(args.seed)
-    res = reproduce(count, args.seed, quiet=args.quiet)
-    res["manifest"] = run_manifest(command=f"dlm-constrain reproduce --count {count} --seed {args.seed}")
+    res = reproduce(count, args.seed, quiet=args.quiet, steps=steps)
+    res["manifest"] = run_manifest(
+        command=f"dlm-constrain reproduce --count {count} --steps {steps} --seed {args.seed}"
+    )
     print(f"{'setting':28s} {'validity':>9s} {'accuracy':>9s}")
     for key, m in res["summary"].items():
         print(f"{key:28s} {m['validity']:9.3f} {m['accuracy']:9.3f}")

@@ -29,6 +29,7 @@ def decode_task(
     temperature: float = 1.0,
     seed: int = 0,
     remasking: str = "confidence",
+    confidence: str = "model",
 ) -> dict[str, dict[str, float]]:
     """Validity and accuracy of each strategy on ``count`` held-out instances (seed offset 10**6)."""
     insts = tasks.make_instances(task, count, seed=10**6 + seed)
@@ -56,6 +57,7 @@ def decode_task(
                 strategy=strategy,
                 greedy=greedy,
                 temperature=temperature,
+                confidence=confidence,
                 mask_id=tasks.MASK_ID,
             )
             t0 = time.perf_counter()
@@ -83,14 +85,14 @@ def _eos_suffix(x: torch.Tensor) -> bool:
     return all(v == tasks.EOS_ID for v in ids[j:])
 
 
-def reproduce(count: int = 60, seed: int = 0, quiet: bool = False) -> dict[str, Any]:
-    """Tiny DLM, three tasks, ~4 tokens unmasked per step (34 positions, 2 blocks, 8 steps)."""
+def reproduce(count: int = 60, seed: int = 0, quiet: bool = False, steps: int = 8) -> dict[str, Any]:
+    """Tiny DLM, three tasks, ~4 tokens unmasked per step (34 positions, 2 blocks, 8 steps by default)."""
     torch.set_num_threads(1)
     model = load_pretrained()
     rows = []
     for mode, greedy, temp in (("stochastic", False, 1.0), ("greedy", True, 1.0)):
         for task in tasks.TASKS:
-            res = decode_task(model, task, count, greedy=greedy, temperature=temp, seed=seed)
+            res = decode_task(model, task, count, steps=steps, greedy=greedy, temperature=temp, seed=seed)
             for strategy, m in res.items():
                 rows.append({"mode": mode, "task": task, "strategy": strategy, **m})
                 if not quiet:
@@ -109,7 +111,7 @@ def reproduce(count: int = 60, seed: int = 0, quiet: bool = False) -> dict[str, 
             }
     return {
         "count_per_task": count,
-        "steps": 8,
+        "steps": steps,
         "block_size": BLOCK,
         "length": tasks.ANSWER_LEN,
         "rows": rows,
@@ -190,8 +192,9 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
         def step(sampler=sampler):
             return sampler.step(logits, x, decoded, (0, n), k, generator=gen)
 
-        c = compare(forward, step, warmup=2, repeat=3 * reps)
-        cpu_base, cpu_cand = _cpu_medians(forward, step, 3 * reps)
+        # 9 * reps interleaved pairs (63; each pair ~15 ms of CPU): medians on a loaded machine need many
+        c = compare(forward, step, warmup=2, repeat=9 * reps)
+        cpu_base, cpu_cand = _cpu_medians(forward, step, 9 * reps)
         records.append(
             record(
                 package="dlm-constrain",
@@ -213,7 +216,7 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
                 candidate_value=c.candidate.median,
                 baseline="model forward (batch 1, no_grad)",
                 baseline_value=c.baseline.median,
-                repeats=3 * reps,
+                repeats=9 * reps,
                 target=0.25,
                 cpu_seconds={"candidate": cpu_cand, "baseline": cpu_base, "ratio": cpu_cand / cpu_base},
             )

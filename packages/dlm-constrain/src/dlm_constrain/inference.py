@@ -192,6 +192,7 @@ class _Level:
         self.ps = torch.from_numpy(flat % Qe)
         idx = np.full((Qe, Qe), self.P, dtype=np.int64)
         idx[flat // Qe, flat % Qe] = np.arange(self.P)
+        self.idx_np = idx
         self.idx = torch.from_numpy(idx)
         self.idxT = torch.from_numpy(np.ascontiguousarray(idx.T))
         self.a = self.b = self.c = None  # sparse product triples to the next level
@@ -234,6 +235,13 @@ class _Level:
             left = torch.arange(0, nodes, 2)[:, None]
             self._gp = (nodes, tab, torch.stack([left, left + 1])[:, None])
         return self._gp[1], self._gp[2]
+
+    def gather_plan_np(self, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`gather_plan` as numpy arrays: ``tab [2Q, Q]`` and the left children's offsets ``2j``."""
+        if getattr(self, "_gpn", None) is None or self._gpn[0] != nodes:
+            tab = np.concatenate([self.idx.numpy(), self.idxT.numpy()]) * nodes
+            self._gpn = (nodes, tab, np.arange(0, nodes, 2)[:, None])
+        return self._gpn[1], self._gpn[2]
 
     def to_dense(self, vals: torch.Tensor, fill: float) -> torch.Tensor:
         """``[nodes, Q, Q]`` matrices from pair-major compact values ``[P + 1, nodes]``."""
@@ -522,18 +530,26 @@ def _tokens_given_states(
     S = states.shape[0]
     n, V = p.shape
     Lmax = plan.toks.shape[1]
-    pos = (torch.arange(n) * V)[:, None]
-    flat = p.reshape(-1)
-    out = torch.empty(S, n, dtype=torch.long)
+    # numpy on the tensors' memory (fewer microseconds per call than torch); the uniforms come from
+    # ``gen`` exactly as :func:`_categorical` draws them, so samples are unchanged for a given seed
+    pos = (np.arange(n) * V)[:, None]
+    flat = p.contiguous().numpy().reshape(-1)
+    st = states.numpy()
+    pair_index, toks_c, toks_w = plan.pair_index.numpy(), plan.toks_c.numpy(), plan.toks_w.numpy()
+    out = np.empty((S, n), dtype=np.int64)
     rows = max(1, chunk // max(1, n * Lmax))
     for a in range(0, S, rows):
         b = min(S, a + rows)
-        pair = _gather(plan.pair_index, states[a:b, :-1] * plan.Qe + states[a:b, 1:]).view(-1)
-        cand = plan.toks_c.index_select(0, pair).view(b - a, n, Lmax)
-        w = _gather(flat, cand + pos).mul_(plan.toks_w.index_select(0, pair).view(b - a, n, Lmax))
-        pick = w.argmax(-1) if greedy else _categorical(w, gen)
-        out[a:b] = cand.gather(-1, pick[..., None])[..., 0]
-    return out
+        pair = pair_index[st[a:b, :-1], st[a:b, 1:]]  # [rows, n]
+        cand = toks_c[pair]  # [rows, n, Lmax]
+        w = flat[cand + pos] * toks_w[pair]
+        if greedy:
+            pick = w.argmax(-1)
+        else:
+            u = torch.rand(b - a, n, dtype=torch.float64, generator=gen).numpy()
+            pick = _categorical_np(w, u)
+        out[a:b] = np.take_along_axis(cand, pick[..., None], -1)[..., 0]
+    return torch.from_numpy(out)
 
 
 # ------------------------------------------------------------------------------------------ samplers
@@ -574,27 +590,44 @@ def _states_bisect(tree, levels, final, start, n, S, greedy, gen):
 
     Segment ``[l, r)`` of width ``w`` with boundary states ``(a, b)`` draws its midpoint ``m = l + w/2``
     from ``[M_{l+1..m}]_{a s} [M_{m+1..r}]_{s b}``: row ``a`` of the left child times column ``b`` of the
-    right child, read from the compact tree with one gather each.
+    right child, read from the compact tree with one gather each.  The levels run in numpy on the tree's
+    (shared) memory: each level is a handful of small array operations, and numpy's per-call cost is a
+    fraction of torch's; all uniforms are drawn from ``gen`` in one call up front.
     """
     N = tree[0].shape[1]
-    states = torch.empty(S, N + 1, dtype=torch.long)
-    states[:, 0] = start
-    top = tree[-1][levels[-1].idx[start], 0]
-    if greedy:
-        states[:, N] = (top + torch.where(final > 0, 0.0, -math.inf)).argmax()
-    else:
-        states[:, N] = _categorical((top * final).expand(S, -1), gen)
     Qe = final.shape[0]
+    states = np.empty((S, N + 1), dtype=np.int64)
+    states[:, 0] = start
+    u = None if greedy else torch.rand(S, N, dtype=torch.float64, generator=gen).numpy()
+    top = tree[-1][levels[-1].idx[start], 0].numpy()
+    fin = final.numpy()
+    if greedy:
+        states[:, N] = int(np.argmax(top + np.where(fin > 0, 0.0, -np.inf)))
+    else:
+        states[:, N] = _categorical_np(np.broadcast_to(top * fin, (S, Qe)), u[:, 0])
+    col = 1
     for k in range(len(tree) - 1, 0, -1):
         width = 1 << k
         vals, lv = tree[k - 1], levels[k - 1]
-        tab, off = lv.gather_plan(vals.shape[1])
-        # [2, S, segments]: left boundary states (rows of the left child), right ones (columns, offset Q)
-        ab = torch.stack([states[:, 0:N:width], states[:, width : N + 1 : width].add(Qe)])
-        w = _gather(vals, tab[ab].add_(off))  # [2, S, segments, Q]: row a, column b
-        w = w.sum(0) if greedy else w.prod(0)
-        states[:, width // 2 : N : width] = w.argmax(-1) if greedy else _categorical(w, gen)
-    return states[:, : n + 1]
+        flat = vals.numpy().reshape(-1)
+        tab, off = lv.gather_plan_np(vals.shape[1])
+        wl = flat[tab[states[:, 0:N:width]] + off]  # [S, segments, Q]: row a of the left child
+        wr = flat[tab[states[:, width : N + 1 : width] + Qe] + (off + 1)]  # column b of the right child
+        segs = wl.shape[1]
+        if greedy:
+            states[:, width // 2 : N : width] = np.argmax(wl + wr, -1)
+        else:
+            states[:, width // 2 : N : width] = _categorical_np(wl * wr, u[:, col : col + segs])
+        col += segs
+    return torch.from_numpy(states[:, : n + 1])
+
+
+def _categorical_np(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`_categorical` in numpy with given uniforms ``u`` (shape ``weights.shape[:-1]``)."""
+    cdf = np.cumsum(weights, -1)
+    cdf /= cdf[..., -1:]
+    idx = (cdf <= u[..., None]).sum(-1)  # searchsorted(right=True) on each sorted row
+    return np.minimum(idx, weights.shape[-1] - 1)
 
 
 def _states_scan(tree, levels, Mc, plan, start, n, S, greedy, gen):
@@ -681,11 +714,12 @@ def _sample(
             raise _zero_error(dfa, n)
     else:
         tree, levels, _ = _upsweep(Mc, plan, greedy)
-        top = tree[-1][levels[-1].idx[dfa.start], 0]
+        top = tree[-1].numpy()[levels[-1].idx_np[dfa.start], 0]
+        fin = plan.final.numpy()
         if greedy:
-            feasible = bool(torch.isfinite((top + torch.where(plan.final > 0, 0.0, -math.inf)).max()))
+            feasible = bool(np.isfinite(np.max(top + np.where(fin > 0, 0.0, -np.inf))))
         else:
-            feasible = bool((top * plan.final).sum() > 0)
+            feasible = bool(top @ fin > 0)
         if not feasible:
             raise _zero_error(dfa, n)
         if method == "bisect":
