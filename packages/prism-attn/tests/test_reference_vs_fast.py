@@ -195,3 +195,17 @@ def test_global_term_reaches_a_needle_the_local_proposal_cannot():
     loss_local = attention_loss(qs[2], K, decode_step(qs, Ks, Vs, PrismConfig(global_pages=0, **kw))[1][2])
     loss_global = attention_loss(qs[2], K, decode_step(qs, Ks, Vs, PrismConfig(**kw))[1][2])
     assert loss_local.mean() > 0.5 > loss_global.mean() + 0.3
+
+
+def test_filtered_topk_is_exact_and_falls_back():
+    g = torch.Generator().manual_seed(3)
+    x = torch.softmax(3 * torch.randn(2, 3, 4, 20000, generator=g), dim=-1).sum(2)
+    want = torch.topk(x, 700, dim=-1, sorted=False).indices.sort(dim=-1).values
+    got = ops._topk_filtered(x, 700)
+    assert got is not None and torch.equal(got, want)
+    # rows of ties keep too many entries above the threshold: no answer (the caller uses torch.topk)
+    assert ops._topk_filtered(torch.zeros(1, 2, 20000), 700) is None
+    # through _topk_sorted on a row long enough to take the filtered path
+    y = torch.rand(1, 2, ops._FILTER_MIN, generator=g)
+    want = torch.topk(y, 256, dim=-1, sorted=False).indices.sort(dim=-1).values
+    assert torch.equal(ops._topk_sorted(y, 256), want)

@@ -72,8 +72,45 @@ def _attend(s_sel: torch.Tensor, valid: torch.Tensor, Vsel: torch.Tensor, shape)
 
 
 def _topk_sorted(pooled: torch.Tensor, kappa: int) -> torch.Tensor:
-    """Positions of the κ largest entries of the last dim, ascending."""
+    """Positions of the κ largest entries of the last dim, ascending (exact; long rows go through
+    :func:`_topk_filtered`)."""
+    n = pooled.shape[-1]
+    if n >= _FILTER_MIN and kappa * _FILTER_RATIO <= n and not pooled.is_cuda:
+        pos = _topk_filtered(pooled, kappa)
+        if pos is not None:
+            return pos
     return torch.topk(pooled, kappa, dim=-1, sorted=False).indices.sort(dim=-1).values
+
+
+_FILTER_MIN = 65536  # rows shorter than this go straight to torch.topk (no gain at 32K)
+_FILTER_RATIO = 8  # ... and so do rows with κ > n / 8
+_FILTER_STRIDE = 8  # subsample every 8th entry to estimate the threshold
+
+
+def _topk_filtered(x: torch.Tensor, kappa: int) -> torch.Tensor | None:
+    """Exact top-κ positions (ascending) of a long last dim via a threshold: t = the 2κ/s-th largest of a
+    stride-s subsample; every entry ≥ t is kept (compacted per row), and the top-κ of the kept entries is
+    the top-κ of the row whenever at least κ entries are ≥ t (checked; ``None`` otherwise, and also when
+    the threshold keeps too many, e.g. rows of ties). CPU ``torch.topk`` with a large κ over a long row is
+    a partial sort that costs ~40× a pass over the row; this reads the row three times."""
+    s = _FILTER_STRIDE
+    lead, n = x.shape[:-1], x.shape[-1]
+    rows = x.reshape(-1, n)
+    sub = rows[:, ::s]
+    kk = min(sub.shape[-1], max(1, math.ceil(2 * kappa / s)))
+    t = torch.topk(sub, kk, dim=-1, sorted=False).values.amin(-1, keepdim=True)
+    keep = rows >= t
+    counts = keep.sum(-1)
+    width = int(counts.max())
+    if int(counts.min()) < kappa or width > 4 * kappa:
+        return None
+    r, c = keep.nonzero(as_tuple=True)  # row-major: each row's kept positions, ascending
+    slot = torch.arange(r.numel(), device=x.device) - (torch.cumsum(counts, 0) - counts)[r]
+    pos = torch.full((rows.shape[0], width), n, dtype=torch.long, device=x.device)
+    pos[r, slot] = c
+    vals = rows.gather(-1, pos.clamp(max=n - 1)).masked_fill_(pos >= n, _NEG)
+    top = torch.topk(vals, kappa, dim=-1, sorted=False).indices
+    return pos.gather(-1, top).sort(dim=-1).values.view(*lead, kappa)
 
 
 def anchor(q, K, V, kappa: int, scaling: float, *, attend: bool = True):
@@ -182,8 +219,7 @@ def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tens
     region = torch.where(sel, mass.gather(-1, run_id), 0)
     r = min(radius, nb)
     if r:
-        near = F.max_pool1d(region.double().view(B * Hkv, 1, nb), 2 * r + 1, stride=1, padding=r)
-        near = near.view(B, Hkv, nb).long()
+        near = F.pad(region, (r, r)).unfold(-1, 2 * r + 1, 1).amax(-1)  # max over ± r blocks
     else:
         near = region
     tier = torch.where(sel, 2 * region + 1, 2 * near)
@@ -226,12 +262,13 @@ def refine_attend(
     reusing the candidate scores. Returns (o or None, idx (B, H_kv, κ) ascending, -1 padded).
     ``work``: reusable gather buffers (results are identical with or without)."""
     valid = cand >= 0
+    invalid = ~valid
     B, Hkv, _, D = K.shape
     buf = None if work is None else work.get("keys", B * Hkv * cand.shape[-1] * D, K)
     Kc = gather_rows(K, cand, buf)
-    s = torch.matmul(_grouped(q, K.shape[1]), Kc.transpose(-1, -2)) * scaling
-    s = s.masked_fill(~valid[:, :, None, :], _NEG)
-    pooled = torch.softmax(s, dim=-1).sum(2).masked_fill(~valid, -1.0)
+    s = torch.matmul(_grouped(q, K.shape[1]), Kc.transpose(-1, -2)).mul_(scaling)
+    s.masked_fill_(invalid[:, :, None, :], _NEG)
+    pooled = torch.softmax(s, dim=-1).sum(2).masked_fill_(invalid, -1.0)
     k = min(kappa, cand.shape[-1])
     pos = _topk_sorted(pooled, k)
     sel_valid = valid.gather(-1, pos)
@@ -239,9 +276,9 @@ def refine_attend(
     out = None
     if attend:
         g = s.shape[2]
-        s_sel = s.gather(-1, pos[:, :, None, :].expand(-1, -1, g, -1))
+        s_sel = s.gather(-1, pos[:, :, None, :].expand(-1, -1, g, -1))  # invalid entries are already -inf
         vbuf = None if work is None else work.get("values", B * Hkv * idx.shape[-1] * D, V)
-        out = _attend(s_sel, sel_valid, gather_rows(V, idx, vbuf), q.shape)
+        out = torch.matmul(torch.softmax(s_sel, dim=-1), gather_rows(V, idx, vbuf)).reshape(q.shape)
     if k < kappa:
         idx = F.pad(idx, (0, kappa - k), value=-1)
     return out, idx
