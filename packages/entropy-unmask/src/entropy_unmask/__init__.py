@@ -17,6 +17,7 @@ iterations, E_p of the revealed-entropy sum and of the total correlations) and
 True
 """
 
+from entropy_unmask.analysis import PolicySchedule, best_deterministic_frontier, sampler_bound
 from entropy_unmask.baselines import (
     SCHEDULES,
     EBSampler,
@@ -64,9 +65,11 @@ __all__ = [
     "Joint",
     "LogitsPredictor",
     "MaxEntropyThreshold",
+    "PolicySchedule",
     "Schedule",
     "TopKConfidence",
     "__version__",
+    "best_deterministic_frontier",
     "chi_square_test",
     "copy",
     "exact_analysis",
@@ -83,6 +86,7 @@ __all__ = [
     "product",
     "random_code",
     "sample",
+    "sampler_bound",
     "template",
     "token_entropy",
 ]

@@ -188,7 +188,10 @@ def exact_analysis(
         m = L - int(obs.sum())
         # the sets chosen at the distinct states: W[g, s] = probability of choosing set s at state g
         if schedule.deterministic:
-            chosen = schedule.select_batch(probs, masked, None)
+            if hasattr(schedule, "choose"):  # a rule that reads the observed tokens (PolicySchedule)
+                chosen = schedule.choose(tokens) & masked
+            else:
+                chosen = schedule.select_batch(probs, masked, None)
             sbits = chosen.astype(np.int64) @ bit
             sets, col = np.unique(sbits, return_inverse=True)
             W = np.zeros((G, sets.size))
