@@ -127,6 +127,15 @@ def test_merge_mismatched_adapters_exit_2(dirs, capsys):
 def test_simulate_bad_skew_and_bench_quick(tmp_path, capsys):
     assert main(["simulate", "--skew", "zipf:1"]) == 2
     assert "--skew" in capsys.readouterr().err
+    hostile = ["task-cue:0", "task-cue:11", "task-cue:2.5", "task-cue:", "task-cue", "task-cue:nan"]
+    hostile += ["task-cue:inf", "task-cue:-1", "task-cue:4:1", "task-cue:1e9", "cue:4", "task-cue:four", ""]
+    for bad in hostile:
+        assert main(["simulate", "--skew", bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and "--skew" in err and len(err.strip().splitlines()) == 1, bad
+    # every skew is checked before the first (long) experiment starts
+    assert main(["reproduce", "--skews", "iid", "task-cue:0", "--out", str(tmp_path / "r.json")]) == 2
+    assert "task-cue:0" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
     assert main(["simulate", "--clients", "0"]) == 2
 
 

@@ -157,3 +157,70 @@ def test_personalise_ignores_a_layer_the_two_adapters_share_exactly():
     assert tr["0"].a > 0 and tr["4"].b > 0
     old = estimate_traces(model, fed, loc, c.X_fisher, c.y_fisher, skip_identical=False)
     assert old["2"].a > 0
+
+
+def test_task_cue_partition_carries_a_distinct_one_hot_task_code_and_relabels():
+    T = 4
+    cue = digits_federation(8, f"task-cue:{T}", seed=1, augment=True)
+    plain = digits_federation(8, "iid", seed=1, augment=True)  # same split and images, true digits
+    assert parse_skew(f"task-cue:{T}") == ("task-cue", T) and parse_skew(" Task-Cue:10 ") == ("task-cue", 10)
+    assert cue.n_features == 64 + T and plain.n_features == 64
+    assert [c.task for c in cue.clients] == [i % T for i in range(8)]
+    eye = torch.eye(T)
+    codes = {}
+    for c, p in zip(cue.clients, plain.clients, strict=True):
+        for X, y, Xp, yp in (
+            (c.X_train, c.y_train, p.X_train, p.y_train),
+            (c.X_fisher, c.y_fisher, p.X_fisher, p.y_fisher),
+            (c.X_test, c.y_test, p.X_test, p.y_test),
+        ):
+            assert X.shape[1] == 64 + T
+            assert torch.equal(X[:, :64], Xp)  # the image itself is untouched
+            assert torch.equal(X[:, 64:], eye[c.task].expand(len(X), T))  # every row carries its task's code
+            assert torch.equal(y, (yp + c.task) % 10)  # labels as in task:T
+        codes[c.task] = c.X_test[0, 64:]
+    assert len({tuple(v.tolist()) for v in codes.values()}) == T  # distinct per task
+    assert torch.equal(cue.public_X[:, 64:], eye[0].expand(len(cue.public_X), T))  # public split is task 0
+    assert torch.equal(cue.public_y, plain.public_y)
+    no_cue = digits_federation(8, f"task:{T}", seed=1, augment=True)  # the stress case: same labels, no cue
+    assert no_cue.n_features == 64
+    for c, n in zip(cue.clients, no_cue.clients, strict=True):
+        assert torch.equal(c.y_test, n.y_test) and torch.equal(c.X_test[:, :64], n.X_test)
+
+
+def test_task_cue_runs_end_to_end_on_the_wider_inputs():
+    from potara_merge.experiments import SimConfig, experiment
+
+    cfg = SimConfig(n_clients=4, rounds=2, skew="task-cue:2", local_model_steps=5, pretrain_steps=10)
+    cfg.ft_curve_points = 1
+    res = experiment(cfg, [0], log=lambda *_: None)
+    assert all(0.0 <= res["summary"]["mean"][m] <= 100.0 for m in ("potara", "pooled", "best_fixed"))
+    assert all(0.0 <= lam <= 1.0 for lam in res["runs"][0]["potara_lambdas"])
+
+
+def test_expected_fisher_fast_path_equals_the_per_class_reference():
+    from potara_merge.federated import set_state, train
+    from potara_merge.fisher import correlation, diag_fisher, per_sample_grads
+    from potara_merge.lora import lora_modules
+    from potara_merge.potara import estimate_traces
+    from potara_merge.weights import module_traces
+
+    model = lora_model(base_mlp(64, 16, 10), rank=2, alpha=4.0)
+    init = get_state(model)
+    c = _client(0, 30)
+    fed = train(model, init, c.X_train, torch.randint(0, 10, (30,)), steps=20)
+    loc = train(model, init, c.X_train, c.y_train, steps=20)
+    fast = estimate_traces(model, fed, loc, c.X_fisher, c.y_fisher)  # default: expected Fisher, batched
+    names = list(fed)
+    fishers, grads = [], []
+    for state in (fed, loc):
+        set_state(model, state)
+        fishers.append(diag_fisher(model, c.X_fisher, names=names, kind="expected"))
+        grads.append(per_sample_grads(model, c.X_fisher, c.y_fisher, names))
+    corr = {n: correlation(grads[0][n], grads[1][n]) for n in names}
+    groups = {m: [a, b] for m, (a, b) in lora_modules(fed).items()}
+    same = {n: fed[n] == loc[n] for n in names}
+    ref = module_traces(fishers[0], fishers[1], groups, corr=corr, same=same)
+    for m in groups:
+        # float32 sums over ~100 coordinates of 1/(F + δ): relative 1e-4 covers the rounding
+        assert_close([fast[m].a, fast[m].b, fast[m].c], [ref[m].a, ref[m].b, ref[m].c], rtol=1e-4, atol=1e-6)

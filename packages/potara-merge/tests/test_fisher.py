@@ -46,7 +46,7 @@ def test_empirical_fisher_equals_analytic_logistic_fisher(logreg, method):
     g = per_sample_grads(m, torch.tensor(X), torch.tensor(y), method=method)["w"]
     F = (g**2).mean(0).numpy()
     np.testing.assert_allclose(F, logistic_fisher_reference(X, w, y), rtol=1e-10)
-    F2 = diag_fisher(m, torch.tensor(X), torch.tensor(y))["w"].numpy()
+    F2 = diag_fisher(m, torch.tensor(X), torch.tensor(y), kind="empirical")["w"].numpy()
     np.testing.assert_allclose(F2, F, rtol=1e-12)
 
 
@@ -73,11 +73,17 @@ def test_gradient_correlation_of_a_model_with_itself_is_one_where_defined(logreg
 
 def test_fisher_bad_input():
     m = Logistic(np.ones(3))
-    with pytest.raises(InputError, match="no samples"):
-        diag_fisher(m, torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, dtype=torch.long))
-    with pytest.raises(InputError, match="NaN"):
-        diag_fisher(
-            m, torch.full((2, 3), float("nan"), dtype=torch.float64), torch.zeros(2, dtype=torch.long)
-        )
+    for kind in ("expected", "empirical"):
+        with pytest.raises(InputError, match="no samples"):
+            diag_fisher(
+                m, torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, dtype=torch.long), kind=kind
+            )
+        with pytest.raises(InputError, match="NaN"):
+            diag_fisher(
+                m,
+                torch.full((2, 3), float("nan"), dtype=torch.float64),
+                torch.zeros(2, dtype=torch.long),
+                kind=kind,
+            )
     with pytest.raises(InputError, match="needs the labels"):
-        diag_fisher(m, torch.ones(2, 3, dtype=torch.float64))
+        diag_fisher(m, torch.ones(2, 3, dtype=torch.float64), kind="empirical")

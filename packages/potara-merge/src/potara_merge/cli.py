@@ -19,13 +19,22 @@ app = App(
 SIM_ARGS = [
     arg("--clients", type=int, default=20, help="number of clients (default 20)"),
     arg("--rounds", type=int, default=30, help="FedAvg rounds of the baselines (default 30)"),
-    arg("--skew", default="dirichlet:0.3", help="dirichlet:A | task:T | iid (default dirichlet:0.3)"),
+    arg(
+        "--skew",
+        default="dirichlet:0.3",
+        help="dirichlet:A | task-cue:T | task:T | iid (default dirichlet:0.3)",
+    ),
     arg("--potara-frac", type=float, default=0.5, help="Potara's federated rounds / --rounds (default 0.5)"),
     arg("--local-steps", type=int, default=5, help="client steps per round (default 5)"),
     arg("--local-model-steps", type=int, default=100, help="local adapter / fine-tuning steps (default 100)"),
     arg("--rank", type=int, default=4, help="LoRA rank (default 4)"),
     arg("--mode", choices=("factors", "product"), default="factors", help="how adapters are mixed"),
-    arg("--fisher", choices=("empirical", "expected"), default="empirical"),
+    arg(
+        "--fisher",
+        choices=("expected", "empirical"),
+        default="expected",
+        help="diagonal Fisher under the model's own predictive (default) or with the true labels",
+    ),
     arg(
         "--local-init",
         choices=("base", "federated"),
@@ -184,9 +193,9 @@ def _demo(args: argparse.Namespace) -> None:
             f"{a:5.2f} {b:5.2f} {rho:5.2f}  {lam:9.3f} {mc:6.3f} {bound_at_optimum(a, b, c):7.3f} "
             f"{variance_bound(0.0, a, b, c):6.3f} {variance_bound(1.0, a, b, c):6.3f}"
         )
-    print("\n2) 6 clients, task skew (4 conflicting label tasks), 6 FedAvg rounds, one seed")
+    print("\n2) 6 clients, task skew with a task cue (4 label tasks), 6 FedAvg rounds, one seed")
     cfg = SimConfig(
-        n_clients=6, rounds=6, skew="task:4", local_model_steps=40, pretrain_steps=150, ft_curve_points=2
+        n_clients=6, rounds=6, skew="task-cue:4", local_model_steps=40, pretrain_steps=150, ft_curve_points=2
     )
     res = experiment(cfg, [args.seed], log=lambda *_: None)
     print(table(res))
@@ -198,7 +207,7 @@ EXP_ARGS = [
     arg("--clients", type=int, default=10, help="number of clients (default 10)"),
     arg("--rounds", type=int, default=20, help="FedAvg rounds of the baselines (default 20)"),
     arg("--seeds", type=int, default=3, help="number of seeds (default 3)"),
-    arg("--skews", nargs="+", default=["dirichlet:0.3", "task:4"], help="skews to run"),
+    arg("--skews", nargs="+", default=["dirichlet:0.3", "task-cue:4", "task:4"], help="skews to run"),
 ]
 
 
@@ -206,6 +215,8 @@ def _experiments(args, quick: bool):
     from potara_merge.experiments import experiment, table
 
     _threads(args.threads)
+    for skew in args.skews:  # all skews checked before the first (long) experiment starts
+        _config(args, skew=skew)
     results = []
     for skew in args.skews:
         if quick:

@@ -3,9 +3,16 @@
 Skews (the ``--skew`` strings of the CLI):
 
 * ``dirichlet:A`` — label skew: every class is split across clients with Dirichlet(A) proportions;
-* ``task:T`` — task skew: samples are split uniformly, and client i solves task ``i mod T``, which
-  relabels digit y as ``(y + t) mod 10``; the tasks conflict, so one federated model cannot serve all;
+* ``task-cue:T`` — task skew with a task cue (the paper's setting: in its 8-task FLAN subset each
+  task's inputs carry its instruction, so one federated model can learn every task jointly): the split
+  and labels of ``task:T`` (client i solves task ``t = i mod T``, digit y labelled ``(y + t) mod 10``),
+  and every input (train, Fisher, test; the public split with t = 0) gets T extra features, the one-hot
+  code of its task (value 1.0, pixels are in [0, 1]), so ``n_features = 64 + T``;
+* ``task:T`` — the stress case: the same split and labels *without* the cue; the tasks relabel the same
+  images differently, so they conflict and no shared model can serve them all;
 * ``iid`` — a uniform split, one task.
+
+For both task skews ``1 <= T <= 10`` (there are 10 distinct label maps ``(y + t) mod 10``).
 
 A public split (``public_frac`` of the images, task 0) pretrains the frozen base model that the LoRA
 adapters fine-tune. With ``augment`` each image also appears shifted by one pixel in each of the four
@@ -52,9 +59,15 @@ class Federation:
     skew: str
 
 
+SKEW_HELP = "'dirichlet:A' (A > 0), 'task-cue:T' or 'task:T' (integer 1 <= T <= 10) or 'iid'"
+
+
 def parse_skew(skew: str) -> tuple[str, float]:
-    """``"dirichlet:0.3"`` -> ("dirichlet", 0.3); ``"task:4"`` -> ("task", 4); ``"iid"`` -> ("iid", 0)."""
-    s = str(skew).strip().lower()
+    """``"dirichlet:0.3"`` -> ("dirichlet", 0.3); ``"task-cue:4"`` -> ("task-cue", 4); ``"task:4"`` ->
+    ("task", 4); ``"iid"`` -> ("iid", 0)."""
+    if not isinstance(skew, str):
+        raise InputError(f"--skew must be {SKEW_HELP}; got {skew!r}")
+    s = skew.strip().lower()
     if s == "iid":
         return "iid", 0.0
     kind, _, val = s.partition(":")
@@ -64,11 +77,9 @@ def parse_skew(skew: str) -> tuple[str, float]:
         v = float("nan")
     if kind == "dirichlet" and np.isfinite(v) and v > 0:
         return kind, v
-    if kind == "task" and np.isfinite(v) and v >= 1 and float(v).is_integer():
+    if kind in ("task", "task-cue") and np.isfinite(v) and 1 <= v <= 10 and float(v).is_integer():
         return kind, int(v)
-    raise InputError(
-        f"--skew must be 'dirichlet:A' (A > 0), 'task:T' (integer T >= 1) or 'iid'; got {skew!r}"
-    )
+    raise InputError(f"--skew must be {SKEW_HELP}; got {skew!r}")
 
 
 def _shifted(img: np.ndarray) -> list[np.ndarray]:
@@ -155,7 +166,16 @@ def digits_federation(
         parts = [np.array(p, dtype=np.int64) for p in parts_l]
     else:
         parts = np.array_split(rest[rng.permutation(len(rest))], n_clients)
-    n_tasks = int(val) if kind == "task" else 1
+    n_tasks = int(val) if kind in ("task", "task-cue") else 1
+    n_cue = n_tasks if kind == "task-cue" else 0
+
+    def cue(Xa: np.ndarray, task: int) -> np.ndarray:
+        if not n_cue:
+            return Xa
+        code = np.zeros((len(Xa), n_cue), dtype=Xa.dtype)
+        code[:, task] = 1.0
+        return np.concatenate([Xa, code], axis=1)
+
     clients = []
     for i, idx in enumerate(parts):
         idx = idx[rng.permutation(len(idx))]
@@ -166,14 +186,14 @@ def digits_federation(
 
         def mk(sel, task=task):
             Xa, ya = _expand(X[sel], y[sel], augment)
-            return torch.from_numpy(Xa), torch.from_numpy((ya + task) % 10)
+            return torch.from_numpy(cue(Xa, task)), torch.from_numpy((ya + task) % 10)
 
         Xtr, ytr = mk(tr)
         Xte, yte = mk(te)
-        Xfi, yfi = (torch.from_numpy(X[fi]), torch.from_numpy((y[fi] + task) % 10))  # un-augmented
+        Xfi, yfi = (torch.from_numpy(cue(X[fi], task)), torch.from_numpy((y[fi] + task) % 10))  # un-augmented
         clients.append(ClientData(i, task, Xtr, ytr, Xfi, yfi, Xte, yte))
     pX, py = _expand(X[pub], y[pub], augment)
-    return Federation(torch.from_numpy(pX), torch.from_numpy(py), clients, 64, 10, skew)
+    return Federation(torch.from_numpy(cue(pX, 0)), torch.from_numpy(py), clients, 64 + n_cue, 10, skew)
 
 
 def correlated_gaussian_cov(d: int, a: float, b: float, rho: float, *, seed: int = 0) -> np.ndarray:

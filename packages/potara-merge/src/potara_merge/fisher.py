@@ -84,9 +84,10 @@ def diag_fisher(
     y: torch.Tensor | None = None,
     names: Sequence[str] | None = None,
     *,
-    kind: str = "empirical",
+    kind: str = "expected",
 ) -> dict[str, torch.Tensor]:
-    """Diagonal Fisher of ``model`` on ``(X, y)``: ``kind`` "empirical" (needs y) or "expected"."""
+    """Diagonal Fisher of ``model`` on ``X``: ``kind`` "expected" (the Fisher proper, under the model's own
+    predictive; y unused) or "empirical" (with the true labels y, a biased approximation)."""
     names = list(names) if names is not None else trainable_names(model)
     if not names:
         raise InputError("diag_fisher: the model has no parameters to estimate a Fisher for")

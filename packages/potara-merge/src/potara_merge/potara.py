@@ -42,7 +42,7 @@ def estimate_traces(
     y: torch.Tensor,
     *,
     cross: bool = True,
-    fisher: str = "empirical",
+    fisher: str = "expected",
     damping: float = 1e-3,
     n_fed: float = 1.0,
     n_loc: float = 1.0,
