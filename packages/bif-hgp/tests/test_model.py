@@ -188,16 +188,26 @@ def test_scaled_prior_learns_an_affine_map_of_the_same_prior():
     )
 
 
-def test_noiseless_additive_children_learn_from_the_top_down_path():
-    # The issue asked for child R² > 0.95 after 60 noiseless queries; the paper's method does not reach it
-    # here (see the README). What must hold: the sub-responses teach the children their sub-functions
-    # beyond what their own 3 direct observations give (fixed seed, deterministic: 0.85 against 0.68).
-    scores = {}
-    for method in ("bif", "bottomup"):
-        res = run_method(make_problem("additive2d", seed=0, noise=0.0, grid=8), method, 16, seed=0)
-        scores[method] = float(res.mean_child_r2()[-1])
-    assert scores["bif"] > 0.8
-    assert scores["bif"] > scores["bottomup"] + 0.1
+def test_noiseless_additive_children_recover_their_sub_functions():
+    # The issue's check: on a noiseless additive function every child's R² exceeds 0.95 after 60 queries.
+    # Measured strictly: the child's mean in the objective's units against its true sub-function, up to
+    # the one constant an additive composite leaves unidentified (g_a + c, g_b − c). A 16-point grid per
+    # child keeps it to a few seconds; `bif-hgp bench` runs the 32-point version over 10 seeds.
+    def children(method):
+        res = run_method(make_problem("additive2d", seed=11, noise=0.0, grid=16), method, 60, seed=11)
+        return {k: v[-1] for k, v in res.child_r2_offset.items()}, res
+
+    bif, res = children("bif")
+    assert min(bif.values()) > 0.95, bif
+    assert min(v[-1] for v in res.child_r2.values()) > 0.95  # the scale-free score is never lower
+    # on noiseless data the children learn (almost) no noise
+    assert all(float(c.gp.likelihood.noise.detach()) < 0.01 for c in res.model.children.values())
+    # the authors' softmax split does not get there: each child keeps a share of the other's sub-function
+    softmax, _ = children("bif-softmax")
+    assert max(softmax.values()) < 0.9, softmax
+    # and without the top-down path the children have only their 3 direct observations
+    bottom, _ = children("bottomup")
+    assert max(bottom.values()) < 0.8, bottom
 
 
 @pytest.mark.parametrize("prior", ["mean", "acquisition"])

@@ -34,7 +34,9 @@ def _child_reference(child):
     if child.normalization == "paper":
         y = reference.normalize_groups(child.y_raw, child.source)
     else:
-        y = reference.shared_targets(child.y_raw, child.source, child.share, child.epoch, child.scales)
+        y = reference.shared_targets(
+            child.y_raw, child.source, child.share, child.epoch, child.scales, child.env_centers
+        )
     ls = gp.covar_module.base_kernel.lengthscale.detach().numpy().ravel()
     s = float(gp.covar_module.outputscale.detach())
     c = float(gp.mean_module.constant.detach())
@@ -82,8 +84,9 @@ def test_prior_equals_its_definition(any_state):
         if state.method == "bif-acq":
             expected = reference.calibrated_prior(expected, state.parent_x, _standardised(state))
     np.testing.assert_allclose(state.parent.mean_module.values.numpy(), expected, atol=1e-8)
-    # and it is not trivially flat
-    assert expected.std() > 1e-3
+    # and it is not trivially flat (the calibrated map may be: α = 0 when the map and the targets
+    # disagree, so there the map it calibrates must not be)
+    assert (state.prior_raw.numpy() if state.method == "bif-acq" else expected).std() > 1e-3
 
 
 def test_one_scale_for_the_whole_hierarchy(any_state):
@@ -102,6 +105,12 @@ def test_one_scale_for_the_whole_hierarchy(any_state):
     for c in state.children.values():
         assert c.scales[-1] == pytest.approx((y.mean(), y.std(ddof=1)), rel=1e-12)
     np.testing.assert_allclose(np.sum(per_child, axis=0), t, atol=1e-12)
+    # the direct observations sit in the same frame: the children's centres add up to the parent's
+    centers = [c.env_centers[-1] for c in state.children.values()]
+    assert sum(centers) == pytest.approx(y.mean(), abs=1e-12)
+    env = [np.mean([v for v, s in zip(c.y_raw, c.source) if s == "env"]) for c in state.children.values()]
+    delta = (y.mean() - sum(env)) / len(env)  # each: its own mean plus an equal share of the gap
+    np.testing.assert_allclose(centers, np.array(env) + delta, atol=1e-12)
     if state.method == "bif-acq":  # least squares: the calibrated map is centred on the targets
         assert P.mean() == pytest.approx(t.mean(), abs=1e-12)
 
@@ -181,3 +190,27 @@ def test_hand_written_adam_equals_the_textbook_update():
         np.testing.assert_allclose(pa.detach().numpy(), t, rtol=1e-10, atol=1e-12, err_msg=name)
     # and training actually moved the hyperparameters
     assert not torch.equal(a.covar_module.raw_outputscale, ChildExactGP(1, 2.5).covar_module.raw_outputscale)
+
+
+def test_residual_decomposition_matches_reference(state):
+    """One sweep of ỹ_ik = μ_i(x_ik) + w_ik·(t_k − Σ_j μ_j(x_jk)) against the loop reference, with the
+    children's reference posterior means; the new sub-responses still sum to each observation."""
+    model = copy.deepcopy(state)
+    model.sweeps = 1
+    children = list(model.children.values())
+    rows = [[k for k, s in enumerate(c.source) if s == "bif"] for c in children]
+    means, shares = [], []
+    for c, r in zip(children, rows):
+        (mu, _), _ = _child_reference(c)
+        means.append([mu[c.x_index[k]] for k in r])
+        shares.append([c.share[k] for k in r])
+    t = _standardised(model)
+    expected = reference.residual_decompose(t, means, shares)
+    model._redecompose()
+    for c, r, e in zip(children, rows, expected):
+        np.testing.assert_allclose(c.targets()[r], e, atol=TOL)
+    per_child = [[c.y_raw[k] for k in r] for c, r in zip(children, rows)]
+    np.testing.assert_allclose(np.sum(per_child, axis=0), model.parent_y, rtol=0, atol=1e-12)
+    # and it is not the softmax split: each child's own belief enters its sub-response
+    softmax = [[c.share[k] * y for k, y in zip(r, model.parent_y)] for c, r in zip(children, rows)]
+    assert not np.allclose(per_child, softmax, atol=1e-3)

@@ -9,8 +9,10 @@ optimised with a hierarchy of GPyTorch GPs on a grid:
   summed, Σ_i μ_i(x_i) (or the authors' acquisition-map prior (1/K)·Σ_i a_i(x_i) / |max|, calibrated
   onto the targets' scale: ``prior="acquisition"``), and as its additive kernel the children's
   lengthscales and outputscales;
-- **top-down**: each parent observation y is split into sub-responses ỹ_i = y·softmax_i(ĉ), with
-  ĉ_i = a_i(x_i)/max a_i, which are appended to the children's data (so Σ_i ỹ_i = y).
+- **top-down**: each parent observation is split into sub-responses that sum to it, appended to the
+  children's data: each child's current belief μ_i(x_i) plus its share w_i of what the children leave
+  unexplained (default), or the authors' ỹ_i = y·w_i (``decomposition="softmax"``), with
+  w = softmax(ĉ), ĉ_i = a_i(x_i)/max a_i.
 
 >>> from bif_hgp import decompose
 >>> [round(float(v), 6) for v in decompose(2.0, [1.0, 0.0], [1.0, 1.0])]  # child 1 at its maximum

@@ -20,18 +20,20 @@ METHODS = (
     "bif-paper",
     "bif-paper-init",
     "bif-scaled",
+    "bif-softmax",
     "bottomup",
     "vanilla",
     "single",
     "random",
 )
-HIERARCHICAL = ("bif", "bif-acq", "bif-paper", "bif-paper-init", "bif-scaled", "bottomup")
+HIERARCHICAL = ("bif", "bif-acq", "bif-paper", "bif-paper-init", "bif-scaled", "bif-softmax", "bottomup")
 # BIF variants: method name → BIF options on top of the defaults
 VARIANTS = {
     "bif-acq": {"prior": "acquisition"},
-    "bif-paper": {"prior": "acquisition", "normalization": "paper"},
+    "bif-paper": {"prior": "acquisition", "normalization": "paper", "decomposition": "softmax"},
     "bif-paper-init": {"n_init": 0},
     "bif-scaled": {"prior": "scaled"},
+    "bif-softmax": {"decomposition": "softmax"},
 }
 LABELS = {
     "bif": "BIF",
@@ -39,6 +41,7 @@ LABELS = {
     "bif-paper": "BIF, authors' normalisation and acquisition-map prior (scale mismatch)",
     "bif-paper-init": "BIF, authors' start (prior-map argmax, no random parent queries)",
     "bif-scaled": "BIF, scaled prior mean",
+    "bif-softmax": "BIF, the authors' softmax decomposition (shared scale)",
     "bottomup": "bottom-up only (no top-down)",
     "vanilla": "vanilla GP-UCB (BoTorch)",
     "single": "single GP, paper's recipe",
@@ -114,6 +117,10 @@ def summarise(res: BOResult, start: int = 0) -> dict[str, Any]:
         "child_r2_raw": float(np.mean([v[-1] for v in res.child_r2_raw.values()]))
         if res.child_r2_raw
         else None,
+        "child_r2_offset_each": {k: float(v[-1]) for k, v in res.child_r2_offset.items()},
+        "child_r2_offset": float(np.mean([v[-1] for v in res.child_r2_offset.values()]))
+        if res.child_r2_offset
+        else None,
         "exploration": float(res.exploration[-1]) if res.exploration else None,
         "best_y": float(res.best_y[-1]) if res.best_y else None,
         "auc": composite_auc(expl, parent, area_child) if expl.size else None,
@@ -186,6 +193,7 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
                 "parent_r2",
                 "child_r2",
                 "child_r2_raw",
+                "child_r2_offset",
                 "exploration",
                 "auc",
                 "regret_auc",
@@ -210,7 +218,7 @@ def aggregate(block: dict[str, Any]) -> dict[str, Any]:
         out["p_parent_r2"] = wilcoxon_p(vals("bif", "parent_r2"), vals("vanilla", "parent_r2"))
         out["p_auc"] = wilcoxon_p(vals("bif", "auc"), vals("vanilla", "auc"))
         out["p_regret_auc"] = wilcoxon_p(vals("vanilla", "regret_auc"), vals("bif", "regret_auc"))
-    for variant in ("bif-acq", "bif-paper", "bif-paper-init", "bif-scaled"):
+    for variant in ("bif-acq", "bif-paper", "bif-paper-init", "bif-scaled", "bif-softmax"):
         for base in ("vanilla", "single"):
             if variant in runs and base in runs:
                 out[f"{variant}/{base}"] = {

@@ -1,8 +1,9 @@
 """The paper's scores: parent R², child R², the exploration score and the composite AUC.
 
 All take NumPy arrays over a grid. ``r2`` is the ordinary coefficient of determination; ``r2_scale_free``
-is the squared Pearson correlation (R² after the best affine calibration), which we use for children
-because a child's targets are identified only up to an affine map (see the README's Fidelity section).
+is the squared Pearson correlation (R² after the best affine calibration), the child score of the
+paper's AUC here; ``r2_offset`` is R² after removing only the constant that an additive composite
+leaves unidentified, the stricter child score (see the README's Fidelity section).
 """
 
 from __future__ import annotations
@@ -35,6 +36,22 @@ def r2_scale_free(pred: np.ndarray, truth: np.ndarray) -> float:
     if den == 0.0 or not np.isfinite(den):
         return 0.0
     return float(np.clip(np.sum(a * b) / den, -1.0, 1.0) ** 2)
+
+
+def r2_offset(pred: np.ndarray, truth: np.ndarray) -> float:
+    """R² up to an additive constant: ``r2`` after shifting ``pred`` to the truth's mean.
+
+    For a child of an additive composite, whose sub-function is identified only up to a constant
+    (g_a + c, g_b − c fit the same observations). Unlike the squared correlation it also charges a
+    wrong scale: ``pred`` must be in the truth's units.
+
+    >>> r2_offset(np.array([10.0, 11.0, 12.0]), np.array([0.0, 1.0, 2.0]))
+    1.0
+    >>> r2_offset(np.array([0.0, 0.5, 1.0]), np.array([0.0, 1.0, 2.0]))
+    0.75
+    """
+    pred, truth = np.asarray(pred, float), np.asarray(truth, float)
+    return r2(pred - pred.mean() + truth.mean(), truth)
 
 
 def minmax(v: np.ndarray) -> np.ndarray:

@@ -3,9 +3,11 @@
 Children are ExactGPs over their own sub-inputs; the parent is an ExactGP over the joint input whose
 mean is built from the children (the sum of their posterior means by default, or the authors' *prior
 map* of their averaged acquisition maps) and whose additive kernel carries the children's
-hyperparameters (bottom-up). Each parent observation y is split into sub-responses
-ỹ_i = y·softmax_i(ĉ), ĉ_i = a_i(x_i)/max a_i, and fed back to the children (top-down). Parent and
-children share one scale, the parent's standardisation (:func:`shared_targets`).
+hyperparameters (bottom-up). Each parent observation is split into sub-responses that sum to it and
+are fed back to the children (top-down): by default ỹ_i = μ_i(x_i) + w_i·(t − Σ_j μ_j(x_j)), each
+child's current belief plus its share of what the children leave unexplained (:meth:`BIF._redecompose`),
+or, as in the authors' code, ỹ_i = y·w_i; the shares are w = softmax(ĉ), ĉ_i = a_i(x_i)/max a_i.
+Parent and children share one scale, the parent's standardisation (:func:`shared_targets`).
 
 All inputs live on the unit cube internally; the objective is called in the user's units.
 """
@@ -33,7 +35,7 @@ from bif_hgp._gp import (
     posterior_mean,
     train_exact_gp,
 )
-from bif_hgp.metrics import exploration_score, minmax, r2, r2_scale_free
+from bif_hgp.metrics import exploration_score, minmax, r2, r2_offset, r2_scale_free
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 NONFINITE = ("raise", "skip")
@@ -44,6 +46,7 @@ PRIORS = ("acquisition", "scaled", "constant", "mean")
 # within a few dozen queries (the parent ended at 0.65 after 40).
 INITIAL_NOISE = 0.1
 NORMALIZATIONS = ("shared", "paper")
+DECOMPOSITIONS = ("residual", "softmax")
 
 
 # --- validation -------------------------------------------------------------------------------------
@@ -153,14 +156,18 @@ def shared_targets(
     share: np.ndarray,
     epoch: np.ndarray,
     scales: Sequence[tuple[float, float]],
+    env_centers: Sequence[float | None] | None = None,
 ) -> np.ndarray:
     """A child's targets on its parent's standardised scale (the ``"shared"`` normalisation).
 
     Entry k was recorded on the parent task ``epoch[k]``, whose targets are t = (y − c)/s with
     ``scales[epoch[k]] = (c, s)``. A sub-response ỹ = w·y (share w of the parent observation y)
     becomes w·(y − c)/s = (ỹ − w·c)/s, so the children's targets of one observation sum to the
-    parent's target exactly. A direct ("env") observation v becomes (v − v̄)/s, v̄ the mean of that
-    task's direct observations (their offset is not identified; their units are the objective's).
+    parent's target exactly. A direct ("env") observation v becomes (v − c_i)/s with c_i =
+    ``env_centers[epoch[k]]``: the child's share of the parent's centre c (:meth:`BIF._sync_scale`
+    chooses the c_i of a task so that Σ_i c_i = c, which puts the children's direct observations in
+    the frame their sub-responses sum in); None (or no ``env_centers``) uses v̄, the mean of that
+    task's direct observations.
 
     >>> shared_targets(np.array([3.0, 1.0, 5.0]), ["bif", "env", "env"], np.array([0.5, 1.0, 1.0]),
     ...                np.array([0, 0, 0]), [(2.0, 2.0)]).tolist()
@@ -176,7 +183,8 @@ def shared_targets(
         out[bif] = (y[bif] - share[bif] * center) / scale
         env = (epoch == e) & (src == "env")
         if env.any():
-            out[env] = (y[env] - y[env].mean()) / scale
+            ec = env_centers[e] if env_centers is not None and e < len(env_centers) else None
+            out[env] = (y[env] - (y[env].mean() if ec is None else ec)) / scale
     return out
 
 
@@ -287,6 +295,7 @@ class ChildGP:
         self.share: list[float] = []  # a sub-response's share of its parent observation (1 for "env")
         self.epoch: list[int] = []  # which parent task an entry was recorded on (transfer adds one)
         self.scales: list[tuple[float, float]] = [(0.0, 1.0)]  # each task's (centre, scale) of targets
+        self.env_centers: list[float | None] = [None]  # each task's centre c_i of the direct observations
         self.counts = torch.ones(self.indexer.n, dtype=DTYPE)
         self.acq = torch.zeros(self.indexer.n, dtype=DTYPE)
         self.refresh_acquisition()
@@ -300,7 +309,12 @@ class ChildGP:
         if self.normalization == "paper":
             return normalize_groups(np.asarray(self.y_raw), self.source)
         return shared_targets(
-            np.asarray(self.y_raw), self.source, np.asarray(self.share), np.asarray(self.epoch), self.scales
+            np.asarray(self.y_raw),
+            self.source,
+            np.asarray(self.share),
+            np.asarray(self.epoch),
+            self.scales,
+            self.env_centers,
         )
 
     def add(self, index: int, y: float, source: str, share: float = 1.0) -> None:
@@ -311,20 +325,33 @@ class ChildGP:
         self.epoch.append(len(self.scales) - 1)
         self.counts[int(index)] += 1.0
 
-    def set_scale(self, center: float, scale: float) -> None:
-        """The current task's (centre, scale) of the parent's targets (``"shared"`` normalisation)."""
+    def set_scale(self, center: float, scale: float, env_center: float | None = None) -> None:
+        """The current task's (centre, scale) of the parent's targets (``"shared"`` normalisation) and the
+        centre this child's direct observations of the task are measured from (None: their mean)."""
         self.scales[-1] = (float(center), float(scale))
+        self.env_centers[-1] = None if env_center is None else float(env_center)
 
     def new_task(self) -> None:
         """Start a new parent task (transfer): earlier entries keep their own task's scale."""
         self.scales.append((0.0, 1.0))
+        self.env_centers.append(None)
 
-    def refit(self, train: bool = True) -> None:
-        """Load the (re-normalised) data into the GP, take ``train_iters`` Adam steps, refresh the map."""
+    def task_entries(self, source: str) -> list[int]:
+        """Positions of this task's (the latest epoch's) entries from ``source`` ("env" or "bif")."""
+        e = len(self.scales) - 1
+        return [k for k, (src, ep) in enumerate(zip(self.source, self.epoch)) if src == source and ep == e]
+
+    def load(self) -> None:
+        """Load the (re-normalised) data into the GP, without training."""
         if self.n_data:
             x = self.points[torch.as_tensor(self.x_index)]
             y = torch.as_tensor(self.targets(), dtype=DTYPE)
             self.gp.set_train_data(x, y, strict=False)
+
+    def refit(self, train: bool = True) -> None:
+        """Load the (re-normalised) data into the GP, take ``train_iters`` Adam steps, refresh the map."""
+        if self.n_data:
+            self.load()
             if train:
                 train_exact_gp(self.gp, self.train_iters, self.lr)
         self.refresh_acquisition()
@@ -365,6 +392,7 @@ class BOResult:
     parent_r2: list[float] = field(default_factory=list)
     child_r2: dict[str, list[float]] = field(default_factory=dict)
     child_r2_raw: dict[str, list[float]] = field(default_factory=dict)
+    child_r2_offset: dict[str, list[float]] = field(default_factory=dict)
     exploration: list[float] = field(default_factory=list)
     seconds: float = 0.0
     children: dict[str, ChildGP] = field(default_factory=dict)
@@ -387,6 +415,7 @@ class BOResult:
             "parent_r2": list(self.parent_r2),
             "child_r2": {k: list(v) for k, v in self.child_r2.items()},
             "child_r2_raw": {k: list(v) for k, v in self.child_r2_raw.items()},
+            "child_r2_offset": {k: list(v) for k, v in self.child_r2_offset.items()},
             "exploration": list(self.exploration),
             "seconds": self.seconds,
             "child_evaluations": self.child_evaluations,
@@ -455,6 +484,11 @@ class BIF:
       parent's units. ``"paper"`` — as in the authors' code: children min–max normalise their direct and
       inferred targets to [0, 1] separately, the parent standardises its own (a scale mismatch: the
       copied outputscales and the prior map are not in the parent's units).
+    - ``decomposition``: ``"residual"`` (default under the shared normalisation) — sub-responses
+      ỹ_i = μ_i(x_i) + w_i·(t − Σ_j μ_j(x_j)), every past observation re-decomposed with the current
+      children ``sweeps`` (3) times per update; ``"softmax"`` (the default under ``"paper"``) — the
+      authors' ỹ_i = w_i·y, kept as inferred. w = the softmax of the children's normalised acquisition
+      values at the query in both.
     - ``n_init``: random parent queries before BO; ``n_child_init``: direct observations per child
       when child objectives are given (the paper's protocol: 3).
     - ``on_nonfinite``: ``"raise"`` (default) an :class:`~papershelf.errors.InputError` when the objective
@@ -483,6 +517,8 @@ class BIF:
         n_child_init: int = 3,
         on_nonfinite: str = "raise",
         normalization: str = "shared",
+        decomposition: str | None = None,
+        sweeps: int = 3,
     ) -> None:
         self.composition = composition
         self.bounds = bounds
@@ -501,6 +537,8 @@ class BIF:
         self.n_child_init = n_child_init
         self.on_nonfinite = on_nonfinite
         self.normalization = normalization
+        self.decomposition = decomposition
+        self.sweeps = sweeps
 
     # ---- validation ----------------------------------------------------------------------------
     def _validate(self, budget: Any) -> None:
@@ -519,6 +557,16 @@ class BIF:
         check_number("lr", self.lr, low=0, low_open=True)
         check_choice("prior", self.prior, PRIORS)
         check_choice("normalization", self.normalization, NORMALIZATIONS)
+        default = "residual" if self.normalization == "shared" else "softmax"
+        self.decomposition_ = check_choice(
+            "decomposition", self.decomposition if self.decomposition is not None else default, DECOMPOSITIONS
+        )
+        if self.decomposition_ == "residual" and self.normalization != "shared":
+            raise InputError(
+                'decomposition="residual" needs normalization="shared" (the children\'s beliefs and the '
+                'parent\'s targets must be in the same units); use decomposition="softmax"'
+            )
+        check_int("sweeps", self.sweeps, low=1, high=100)
         check_choice("on_nonfinite", self.on_nonfinite, NONFINITE)
         check_int("n_init", self.n_init, low=0)
         check_int("n_child_init", self.n_child_init, low=0, high=10_000)
@@ -716,10 +764,25 @@ class BIF:
         return target_scale(self.parent_y, fallback)
 
     def _sync_scale(self) -> None:
-        """Give every child the parent's current (centre, scale): one scale for the whole hierarchy."""
+        """Give every child the parent's current (centre, scale): one scale for the whole hierarchy.
+
+        Under the shared normalisation the children's direct observations are also put in the frame
+        their sub-responses sum in: a sub-function is identified only up to a constant, and the
+        children's constants must add up to the parent's centre c (Σ_i ỹ_i = y, so Σ_i targets = t).
+        Child i's direct observations v are measured from c_i = v̄_i + (c − Σ_j v̄_j)/|E| (E: the
+        children with direct observations in this task, v̄_j their means), so Σ_{i∈E} c_i = c. Before
+        the first parent observation there is no c yet and each child uses its own v̄_i.
+        """
         center, scale = self._scale()
-        for c in self.children.values():
-            c.set_scale(center, scale)
+        means = {}
+        if self.normalization == "shared" and self.parent_y:
+            for name, c in self.children.items():
+                env = c.task_entries("env")
+                if env:
+                    means[name] = float(np.mean([c.y_raw[k] for k in env]))
+        delta = (center - sum(means.values())) / len(means) if means else 0.0
+        for name, c in self.children.items():
+            c.set_scale(center, scale, means[name] + delta if name in means else None)
 
     def _standardised(self) -> torch.Tensor:
         """The parent's targets (y − centre)/scale."""
@@ -743,7 +806,9 @@ class BIF:
         return decompose(y, *self._acq_at(flat))
 
     def observe(self, flat: int, y: float) -> np.ndarray:
-        """Incorporate one parent observation: decompose, update children, rebuild the parent."""
+        """Incorporate one parent observation: decompose, update children, rebuild the parent.
+
+        Returns the sub-responses of ``y`` (in the objective's units, summing to ``y``)."""
         names = list(self.composition_)
         sub = self.decompose(flat, y)
         self.parent_x.append(int(flat))
@@ -751,14 +816,50 @@ class BIF:
         self.parent_counts[flat] += 1.0
         self._sync_scale()  # the new observation moves the parent's centre and scale, hence the children's
         share = decompose(1.0, *self._acq_at(flat))  # sub = y·share
-        for i, n in enumerate(names):
-            if self.topdown:
+        if self.topdown:
+            for i, n in enumerate(names):
                 self.children[n].add(int(self.child_index[i][flat]), float(sub[i]), "bif", float(share[i]))
-            if self.topdown or self.normalization == "shared":  # shared: the children's scale moved too
+            if self.decomposition_ == "residual":
+                self._redecompose()
+                sub = np.array([self.children[n].y_raw[-1] for n in names])
+        if self.topdown or self.normalization == "shared":  # shared: the children's scale moved too
+            for n in names:
                 self.children[n].refit()
         self._bottom_up()
         train_exact_gp(self.parent, self.train_iters, self.lr)
         return sub
+
+    def _redecompose(self) -> None:
+        """Residual decomposition of every parent observation of this task with the children's beliefs.
+
+        With t_k the k-th standardised parent target, μ_i child i's posterior mean and w_ik the softmax
+        share of observation k (the authors' contribution system, fixed when it was observed):
+        ỹ_ik = μ_i(x_ik) + w_ik·(t_k − Σ_j μ_j(x_jk)). Each child keeps what it already believes and
+        takes its share of what the children together do not explain, so Σ_i ỹ_ik = t_k exactly, and
+        children that are right (Σ_j μ_j = t) are a fixed point. Past observations are re-decomposed
+        with the current children, ``sweeps`` times (the children's posteriors, not their
+        hyperparameters, are updated between sweeps): damped backfitting of an additive model.
+        """
+        children = list(self.children.values())
+        rows = [c.task_entries("bif") for c in children]
+        n = len(self.parent_y)
+        if any(len(r) != n for r in rows):  # pragma: no cover - one sub-response per parent observation
+            raise RuntimeError("children's sub-responses out of step with the parent's observations")
+        center, scale = self._scale()
+        t = self._standardised()
+        at = [torch.as_tensor([c.x_index[k] for k in r], dtype=torch.long) for c, r in zip(children, rows)]
+        w = [torch.as_tensor([c.share[k] for k in r], dtype=DTYPE) for c, r in zip(children, rows)]
+        for _ in range(self.sweeps):
+            mus = []
+            for c, idx in zip(children, at):
+                c.load()
+                mus.append(posterior_mean(c.gp, c.points)[idx])  # on the child's grid, read at the queries
+            resid = t - torch.stack(mus).sum(0)
+            for c, r, mu, wi in zip(children, rows, mus, w):
+                target = mu + wi * resid
+                raw = (target * scale + wi * center).tolist()
+                for k, v in zip(r, raw):
+                    c.y_raw[k] = float(v)
 
     def parent_posterior(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Parent posterior mean and s.d. on the grid, on the standardised scale."""
@@ -782,12 +883,21 @@ class BIF:
         center, scale = self._scale()
         return mu.numpy() * scale + center
 
+    def child_mean_real(self, name: str) -> np.ndarray:
+        """Child ``name``'s posterior mean on its grid in the objective's units (``"shared"``:
+        μ·s + c_i, c_i its direct observations' centre, or c/K without them); under ``"paper"`` its
+        own min–max units, which have no map back to the objective's."""
+        child = self.children[name]
+        mu = posterior_mean(child.gp, child.points).numpy()
+        if self.normalization != "shared":
+            return mu
+        center, scale = child.scales[-1]
+        ci = child.env_centers[-1]
+        return mu * scale + (center / len(self.children) if ci is None else ci)
+
     def _score(self, result: BOResult, scores: Truth, t: int) -> None:
         mean = self.parent_mean_real() if scores.parent is not None else None
-        child_means = {
-            name: posterior_mean(self.children[name].gp, self.children[name].points).numpy()
-            for name in scores.children
-        }
+        child_means = {name: self.child_mean_real(name) for name in scores.children}
         record_scores(
             result,
             scores,
@@ -825,6 +935,7 @@ def record_scores(
         mu = child_means[name]
         result.child_r2.setdefault(name, []).append(r2_scale_free(mu, truth))
         result.child_r2_raw.setdefault(name, []).append(r2(mu, minmax(truth)))
+        result.child_r2_offset.setdefault(name, []).append(r2_offset(mu, truth))
 
 
 def _call(fn: Callable[[np.ndarray], float], x: np.ndarray, what: str) -> float:

@@ -106,17 +106,34 @@ def shared_targets(
     share: Sequence[float],
     epoch: Sequence[int],
     scales: Sequence[tuple[float, float]],
+    env_centers: Sequence[float | None] | None = None,
 ) -> np.ndarray:
     """On the parent's scale (c, s) of each entry's task: sub-response w·y → w·(y − c)/s, written as
-    (ỹ − w·c)/s; direct observation v → (v − mean of that task's direct observations)/s."""
+    (ỹ − w·c)/s; direct observation v → (v − c_i)/s, c_i the task's entry of ``env_centers`` or, when
+    that is None, the mean of that task's direct observations."""
     out = np.zeros(len(y))
     for k in range(len(y)):
         c, s = scales[epoch[k]]
         if source[k] == "bif":
             out[k] = (y[k] - share[k] * c) / s
         else:
-            env = [y[j] for j in range(len(y)) if source[j] == "env" and epoch[j] == epoch[k]]
-            out[k] = (y[k] - sum(env) / len(env)) / s
+            ci = None if env_centers is None else env_centers[epoch[k]]
+            if ci is None:
+                env = [y[j] for j in range(len(y)) if source[j] == "env" and epoch[j] == epoch[k]]
+                ci = sum(env) / len(env)
+            out[k] = (y[k] - ci) / s
+    return out
+
+
+def residual_decompose(
+    t: Sequence[float], means: Sequence[Sequence[float]], shares: Sequence[Sequence[float]]
+) -> list[list[float]]:
+    """ỹ_ik = μ_ik + w_ik·(t_k − Σ_j μ_jk) for every observation k and child i (one sweep)."""
+    out = [[0.0] * len(t) for _ in means]
+    for k in range(len(t)):
+        r = t[k] - sum(m[k] for m in means)
+        for i in range(len(means)):
+            out[i][k] = means[i][k] + shares[i][k] * r
     return out
 
 
