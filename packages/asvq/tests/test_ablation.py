@@ -53,3 +53,29 @@ def test_ablation_specs_cover_the_documented_options():
 def test_ablate_rejects_one_seed(capsys):
     assert main(["ablate", "--seeds", "1", "--steps", "2"]) == 2
     assert capsys.readouterr().err.startswith("error:")
+
+
+def test_sweep_steps_cli_retrains_per_length_and_reports_the_ratios(tmp_path, capsys):
+    out = tmp_path / "sweep.json"
+    assert main(["sweep-steps", "--steps", "2", "3", "--seeds", "2", "--quiet", "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert [r["steps"] for r in rep["ratios"]] == [2, 3]
+    for ratio in rep["ratios"]:
+        by = {r["quantizer"]: r for r in rep["rows"] if r["steps"] == ratio["steps"]}
+        assert set(by) == {"asvq", "vq", "simvq"} and all(r["seeds"] == 2 for r in by.values())
+        assert abs(ratio["mse_over_simvq"] - by["asvq"]["test_mse"] / by["simvq"]["test_mse"]) < 1e-12
+        assert (
+            abs(
+                ratio["loss_std_over_vq"]
+                - by["asvq"]["final_loss_seed_std"] / by["vq"]["final_loss_seed_std"]
+            )
+            < 1e-12
+        )
+    # different lengths are separate trainings, not one run read at two points
+    assert rep["rows"][0]["test_mse"] != rep["rows"][3]["test_mse"]
+    assert "MSE/SimVQ" in capsys.readouterr().out
+
+
+def test_sweep_steps_rejects_a_zero_length(capsys):
+    assert main(["sweep-steps", "--steps", "0"]) == 2
+    assert "--steps" in capsys.readouterr().err

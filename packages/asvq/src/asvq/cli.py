@@ -308,6 +308,41 @@ def _ablate(args: argparse.Namespace) -> None:
         atomic_write_json(args.out, {**out, "manifest": run_manifest(package_version=__version__)})
 
 
+@app.command(
+    "sweep-steps",
+    help="the bench's digits recipe retrained at several training lengths: do ASVQ's gaps close with steps?",
+    args=[
+        arg("--steps", type=int, nargs="+", default=[400, 1000, 2000, 4000], help="training lengths"),
+        arg("--seeds", type=int, default=3),
+    ],
+    common=["out", "quiet"],
+)
+def _sweep_steps(args: argparse.Namespace) -> None:
+    from asvq.experiments import steps_sweep
+    from papershelf.errors import check_int
+
+    check_int("--seeds", args.seeds, low=2)
+    for s in args.steps:
+        check_int("--steps", s, low=1)
+    out = steps_sweep(tuple(args.steps), seeds=args.seeds, log=_log(args))
+    print(f"digits: K = {out['setting']['codebook_size']}, d = {out['setting']['dim']}, {args.seeds} seeds")
+    print(f"{'steps':>6}  {'quantizer':<9}{'test MSE':>10}{'MSE std':>9}{'loss std':>10}{'util':>7}")
+    for r in out["rows"]:
+        print(
+            f"{r['steps']:>6}  {r['quantizer']:<9}{r['test_mse']:>10.5f}{r['mse_seed_std']:>9.5f}"
+            f"{r['final_loss_seed_std']:>10.5f}{r['utilization']:>7.3f}"
+        )
+    print("\nASVQ against the issue's targets, per training length:")
+    for r in out["ratios"]:
+        print(
+            f"  {r['steps']:>6} steps: util/VQ {r['utilization_over_vq']:.2f}x (>= 3)  "
+            f"MSE/SimVQ {r['mse_over_simvq']:.3f} (<= 1.05)  loss-std/VQ {r['loss_std_over_vq']:.2f} (<= 1)  "
+            f"MSE-std/VQ {r['mse_std_over_vq']:.2f}"
+        )
+    if args.out:
+        atomic_write_json(args.out, {**out, "manifest": run_manifest(package_version=__version__)})
+
+
 def _plot(summary: list[dict[str, Any]], path: str) -> None:
     try:
         import matplotlib

@@ -537,3 +537,43 @@ def ablation(
         )
     setting = {**recipe, "steps": steps, "seeds": seeds, "quantizer_lr": QUANTIZER_LR, "dataset": dataset}
     return {"setting": setting, "runs": rows, "summary": summary}
+
+
+# ---- training length ----------------------------------------------------------------------------------
+def steps_sweep(
+    steps_list: tuple[int, ...] = (400, 1000, 2000, 4000),
+    *,
+    seeds: int = 3,
+    quantizers: tuple[str, ...] = ("asvq", "vq", "simvq"),
+    log: Log = _quiet,
+) -> dict[str, Any]:
+    """The bench's digits recipe (K = 4096) retrained from scratch at each training length.
+
+    Answers whether ASVQ's gap to SimVQ at the bench's 400 steps is a slower start or a lasting gap: one
+    row per (steps, quantizer) with the same seeds, and the four target ratios per training length.
+    """
+    torch.set_num_threads(1)
+    if not steps_list:
+        raise InputError("steps_list must name at least one training length")
+    train, test = load_digits_split(0)
+    rows, ratios = [], []
+    for steps in steps_list:
+        summary = summarise(
+            compare_quantizers("digits", train, test, quantizers, seeds=seeds, steps=steps, log=log)
+        )
+        for s in summary:
+            rows.append({**{k: v for k, v in s.items() if k != "dead_codes_curve"}, "steps": steps})
+        by = {s["quantizer"]: s for s in summary}
+        if {"asvq", "vq", "simvq"} <= set(by):
+            a, v, sv = by["asvq"], by["vq"], by["simvq"]
+            ratios.append(
+                {
+                    "steps": steps,
+                    "utilization_over_vq": a["utilization"] / v["utilization"],
+                    "mse_over_simvq": a["test_mse"] / sv["test_mse"],
+                    "loss_std_over_vq": a["final_loss_seed_std"] / v["final_loss_seed_std"],
+                    "mse_std_over_vq": a["mse_seed_std"] / v["mse_seed_std"],
+                }
+            )
+    setting = {**RECIPE, "seeds": seeds, "quantizer_lr": QUANTIZER_LR, "dataset": "digits"}
+    return {"setting": setting, "steps": list(steps_list), "rows": rows, "ratios": ratios}
