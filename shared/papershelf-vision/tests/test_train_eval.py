@@ -74,3 +74,19 @@ def test_resume_with_another_config_is_refused(tmp_path):
     train(TrainConfig(preset="micro-resnet", **MICRO), tmp_path, quiet=True, max_minutes=1e-9)
     with pytest.raises(InputError, match="different config"):
         train(TrainConfig(preset="micro-resnet", **{**MICRO, "lr": 1.0}), tmp_path, quiet=True)
+
+
+def test_rerender_views_share_geometry_and_crop_each_rendering():
+    from papershelf_vision.train import crops, source_batch
+
+    cfg = TrainConfig(preset="resnet-s", **MICRO)
+    re = TrainConfig(preset="resnet-s", views="rerender", **MICRO)
+    one, two = source_batch(cfg, 3), source_batch(re, 3)
+    assert len(one) == 1 and len(two) == 2
+    assert torch.equal(one[0], two[0])  # the first rendering does not depend on the mode
+    a, b = two
+    mixed, only_a, only_b = crops(re, [a, b], 3), crops(re, [a, a], 3), crops(re, [b, b], 3)
+    for i, view in enumerate(mixed):  # view i is cropped from rendering i mod 2, same crop boxes
+        assert torch.equal(view, (only_a if i % 2 == 0 else only_b)[i])
+    with pytest.raises(InputError, match="views"):
+        TrainConfig(preset="resnet-s", views="both")

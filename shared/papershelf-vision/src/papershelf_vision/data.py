@@ -261,9 +261,14 @@ def background_depth(h: int, w: int) -> np.ndarray:
     return np.repeat(rows[:, None], w, axis=1)
 
 
-def _render(rng: np.random.Generator, size: int, classes, n_objects: int, centred: bool) -> Scene:
+def _render(rng: np.random.Generator, size: int, classes, n_objects: int, centred: bool,
+            look: np.random.Generator | None = None) -> Scene:  # fmt: skip
+    """Draw a scene. Geometry (classes, depth, pose, masks) comes from ``rng``; appearance (background
+    texture, object colour and texture) from ``look``, which defaults to ``rng`` itself (one stream).
+    A separate ``look`` re-renders the same geometry with another appearance."""
+    look = rng if look is None else look
     h = w = size
-    bg = texture(rng, h, w)
+    bg = texture(look, h, w)
     if centred:  # object views: a calmer background, so that the object's shape is what stands out
         bg = bg.mean(axis=(0, 1)) + 0.4 * (bg - bg.mean(axis=(0, 1)))
     image = bg.copy()
@@ -285,12 +290,12 @@ def _render(rng: np.random.Generator, size: int, classes, n_objects: int, centre
         gx, gy = rng.normal(0, 0.1 / max(radius, 1.0), 2)  # a gentle slant, |dz| < ~0.3 across the object
         zfield = (z + gx * (xx - cx) + gy * (yy - cy)).astype(np.float32)
         visible = mask & (zfield < depth)
-        colour = rng.random(3).astype(np.float32)
+        colour = look.random(3).astype(np.float32)
         for _ in range(10 if centred else 0):  # object views: a colour that differs from the background
             if np.abs(colour - bg.mean(axis=(0, 1))).max() > 0.35:
                 break
-            colour = rng.random(3).astype(np.float32)
-        tex = texture(rng, h, w)
+            colour = look.random(3).astype(np.float32)
+        tex = texture(look, h, w)
         shade = 0.55 + 0.45 * (1.0 - (z - Z_RANGE[0]) / (Z_RANGE[1] - Z_RANGE[0]))  # nearer is brighter
         obj = np.clip((0.75 * colour + 0.25 * tex) * (0.6 + 0.4 * shade), 0, 1)
         image[visible] = obj[visible]
@@ -335,24 +340,30 @@ def _check_classes(classes) -> tuple[str, ...]:
 
 
 def scene(seed: int, size: int = 64, *, n_objects: int | tuple[int, int] = (2, 6),
-          classes=PRETRAIN_CLASSES) -> Scene:  # fmt: skip
+          classes=PRETRAIN_CLASSES, look_seed: int | None = None) -> Scene:  # fmt: skip
     """A procedural scene: textured background plane, ``n_objects`` shapes / glyphs at random scale,
-    pose, colour and depth, with occlusion. ``n_objects`` is a count or an inclusive ``(low, high)``."""
+    pose, colour and depth, with occlusion. ``n_objects`` is a count or an inclusive ``(low, high)``.
+    ``look_seed`` (optional) draws the appearance from its own stream: the same ``seed`` with two look
+    seeds gives the same geometry and masks in two different colourings and textures."""
     rng = np.random.default_rng(_check_seed(seed))
+    look = None if look_seed is None else np.random.default_rng(_check_seed(look_seed))
     size = _check_size("size", size, 8, 1024)
     lo, hi = (n_objects, n_objects) if isinstance(n_objects, (int, np.integer)) else n_objects
     if not 0 <= lo <= hi <= 64:
         raise InputError(f"n_objects must be a count or (low, high) within [0, 64], got {n_objects!r}")
-    return _render(rng, size, _check_classes(classes), int(rng.integers(lo, hi + 1)), centred=False)
+    n = int(rng.integers(lo, hi + 1))
+    return _render(rng, size, _check_classes(classes), n, centred=False, look=look)
 
 
-def object_view(seed: int, name: str, size: int = 32) -> np.ndarray:
-    """One object of class ``name`` near the centre of a textured background; ``(size, size, 3)`` uint8."""
+def object_view(seed: int, name: str, size: int = 32, *, look_seed: int | None = None) -> np.ndarray:
+    """One object of class ``name`` near the centre of a textured background; ``(size, size, 3)`` uint8.
+    ``look_seed`` as in :func:`scene`: same pose and shape, another appearance."""
     rng = np.random.default_rng(_check_seed(seed))
+    look = None if look_seed is None else np.random.default_rng(_check_seed(look_seed))
     size = _check_size("size", size, 8, 1024)
     class_id(name)
     for _ in range(8):  # glyph masks can be empty at tiny sizes: redraw
-        s = _render(rng, size, (name,), 1, centred=True)
+        s = _render(rng, size, (name,), 1, centred=True, look=look)
         if len(s.labels):
             return s.image
     raise InputError(f"size {size} is too small to draw {name!r}")

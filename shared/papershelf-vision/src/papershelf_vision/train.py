@@ -70,6 +70,10 @@ class TrainConfig:
     checkpoint_minutes: float = 3.0
     probe_n: int = 600
     head_bn: bool = False  # BatchNorm in the projection head (DINO's setting for ResNets)
+    # "crop": every view is a crop of one image (DINO). "rerender": the generator draws each scene or
+    # object view twice, same geometry in two appearances (background, colours, textures), and view i
+    # is cropped from rendering i mod 2, so what the views share is shape and layout, not appearance.
+    views: str = "crop"
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
@@ -78,10 +82,15 @@ class TrainConfig:
                 raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
         self.global_scale, self.local_scale = tuple(self.global_scale), tuple(self.local_scale)
         self.mixture = tuple(self.mixture)
+        if self.views not in VIEWS:
+            raise InputError(f"views must be one of {', '.join(VIEWS)}, got {self.views!r}")
         if len(self.mixture) != 3 or min(self.mixture) < 0 or sum(self.mixture) <= 0:
             raise InputError(
                 f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
             )
+
+
+VIEWS = ("crop", "rerender")
 
 
 class DINOHead(nn.Module):
@@ -156,26 +165,33 @@ def cosine(step: int, total: int, start: float, end: float, warmup: int = 0) -> 
 # data and augmentation
 
 
-def source_batch(config: TrainConfig, step: int) -> torch.Tensor:
-    """The step's source images, ``(B, 3, S, S)`` float in [0, 1]; a function of ``(seed, step)``."""
+def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
+    """The step's source images as renderings ``[(B, 3, S, S)]`` float in [0, 1], one for ``views="crop"``
+    and two (same geometry, other appearance; photo patches repeated) for ``"rerender"``; a function of
+    ``(seed, step)``. The first rendering is the same in both modes."""
     from papershelf_vision.models import to_tensor
 
     rng = np.random.default_rng([config.seed, step])
     p = np.asarray(config.mixture, float) / sum(config.mixture)
     kinds = rng.choice(3, size=config.batch_size, p=p)
     seeds = rng.integers(0, 2**62, config.batch_size)
+    looks = [None] + ([int(v) for v in rng.integers(0, 2**62, 1)] if config.views == "rerender" else [])
     s = config.source_size
-    imgs = []
-    for kind, sd in zip(kinds, seeds):
-        sd = int(sd)
-        if kind == 0:
-            imgs.append(D.scene(sd, s, n_objects=(1, 5)).image)
-        elif kind == 1:
-            name = D.PRETRAIN_CLASSES[sd % len(D.PRETRAIN_CLASSES)]
-            imgs.append(D.object_view(sd, name, s))
-        else:
-            imgs.append(D.photo_patches(1, s, sd)[0])
-    return to_tensor(np.stack(imgs))
+    renderings = []
+    for look in looks:
+        imgs = []
+        for kind, sd in zip(kinds, seeds):
+            sd = int(sd)
+            own = None if look is None else look + sd  # a look stream per image
+            if kind == 0:
+                imgs.append(D.scene(sd, s, n_objects=(1, 5), look_seed=own).image)
+            elif kind == 1:
+                name = D.PRETRAIN_CLASSES[sd % len(D.PRETRAIN_CLASSES)]
+                imgs.append(D.object_view(sd, name, s, look_seed=own))
+            else:
+                imgs.append(D.photo_patches(1, s, sd)[0])
+        renderings.append(to_tensor(np.stack(imgs)))
+    return renderings
 
 
 def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator) -> torch.Tensor:
@@ -227,14 +243,19 @@ def colour(x: torch.Tensor, g: torch.Generator, p_blur: float, p_solar: float) -
     return y
 
 
-def crops(config: TrainConfig, source: torch.Tensor, step: int) -> list[torch.Tensor]:
+def crops(config: TrainConfig, renderings: list[torch.Tensor], step: int) -> list[torch.Tensor]:
+    """2 global and ``n_local`` local augmented crops; view i is cropped from rendering i mod len."""
     g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+
+    def src(i: int) -> torch.Tensor:
+        return renderings[i % len(renderings)]
+
     out = [
-        colour(random_resized_crop(source, config.global_size, config.global_scale, g), g, 1.0, 0.0),
-        colour(random_resized_crop(source, config.global_size, config.global_scale, g), g, 0.1, 0.2),
+        colour(random_resized_crop(src(0), config.global_size, config.global_scale, g), g, 1.0, 0.0),
+        colour(random_resized_crop(src(1), config.global_size, config.global_scale, g), g, 0.1, 0.2),
     ]
-    for _ in range(config.n_local):
-        out.append(colour(random_resized_crop(source, config.local_size, config.local_scale, g), g, 0.5, 0.0))
+    for j in range(config.n_local):
+        out.append(colour(random_resized_crop(src(j), config.local_size, config.local_scale, g), g, 0.5, 0.0))
     return out
 
 
@@ -314,7 +335,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     def checkpoint(final: bool = False) -> None:
         nonlocal best
         acc = probe_knn(teacher.backbone, probe_x, probe_y)
-        extra = {"preset": config.preset, "step": step, "probe_knn": acc, "method": "dino-multicrop"}
+        method = "dino-multicrop" + ("-rerender" if config.views == "rerender" else "")
+        extra = {"preset": config.preset, "step": step, "probe_knn": acc, "method": method}
         save_model(teacher.backbone, out / "model", extra)
         if acc > best:
             best = acc
