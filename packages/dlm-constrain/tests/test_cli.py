@@ -156,17 +156,26 @@ def test_demo_and_bad_counts(capsys):
     assert main(["reproduce", "--count", "0"]) == 2
     assert main(["reproduce", "--steps", "0"]) == 2
     assert "--steps" in capsys.readouterr().err
+    assert main(["reproduce", "--sweep", "8,x"]) == 2
+    assert "--sweep" in capsys.readouterr().err
+    assert main(["reproduce", "--seeds", "0"]) == 2
+    assert "--seeds" in capsys.readouterr().err
     assert main(["train", "--steps", "1"]) == 2
     assert "--out is required" in capsys.readouterr().err
 
 
 def test_reproduce_small_writes_atomically(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["reproduce", "--count", "1", "--steps", "4", "--quiet", "--out", str(out)]) == 0
+    argv = ["reproduce", "--count", "1", "--steps", "4", "--seeds", "2", "--sweep", "17", "--quiet"]
+    assert main([*argv, "--confidence", "marginal", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert data["steps"] == 4
-    assert data["summary"]["stochastic/exact"]["validity"] == 1.0
-    assert data["summary"]["greedy/exact"]["validity"] == 1.0
+    assert data["steps"] == 4 and data["seeds"] == [0, 1] and data["level"] == "format"
+    assert data["confidence"] == "marginal" and "--confidence marginal" in data["manifest"]["command"]
+    assert data["summary"]["stochastic/exact"]["validity"]["min"] == 1.0
+    assert data["summary"]["greedy/exact"]["validity"]["min"] == 1.0
+    assert [(e["steps"], e["level"]) for e in data["sweep"]] == [(17, "format"), (17, "rules")]
+    assert all(e["exact_validity"]["min"] == 1.0 for e in data["sweep"])
+    assert "tokens-per-step sweep" in capsys.readouterr().out
 
 
 def test_train_cli_writes_loadable_weights_and_its_log(tmp_path, capsys):

@@ -1,5 +1,8 @@
-"""Tasks, checkers and the shipped tiny DLM."""
+"""Tasks, checkers, constraint builders and the shipped tiny DLM."""
 
+import itertools
+
+import numpy as np
 import pytest
 import torch
 from dlm_constrain import tasks
@@ -9,11 +12,14 @@ from papershelf.errors import InputError
 
 
 @pytest.mark.parametrize("task", tasks.TASKS)
-def test_ground_truth_is_valid_and_scores(task):
+@pytest.mark.parametrize("level", tasks.LEVELS)
+def test_ground_truth_is_valid_and_scores(task, level):
     for inst in tasks.make_instances(task, 8, seed=5):
-        dfa = tasks.constraint(inst)
+        dfa = tasks.constraint(inst, level)
         prompt, answer = tasks.format_example(inst)
-        assert dfa.accepts(answer) and tasks.valid(inst, inst.answer) and tasks.score(inst, inst.answer)
+        assert (
+            dfa.accepts(answer) and tasks.valid(inst, inst.answer, level) and tasks.score(inst, inst.answer)
+        )
         assert len(prompt) == tasks.PROMPT_LEN and len(answer) == tasks.ANSWER_LEN
 
 
@@ -54,3 +60,78 @@ def test_bad_weights(tmp_path):
         load(tmp_path / "bad.npz")
     with pytest.raises(InputError, match="task must be one of"):
         tasks.make_instances("chess", 1)
+
+
+def _accepts_all(dfa, strings: list[str]) -> list[bool]:
+    """Vectorised automaton walk over equal-length strings (one table lookup per position)."""
+    ids = np.array([tasks.encode(s) for s in strings], dtype=np.int64)
+    q = np.full(len(strings), dfa.start, dtype=np.int64)
+    for i in range(ids.shape[1]):
+        q = dfa.table[q, ids[:, i]]
+    return dfa.accept[q].tolist()
+
+
+def test_sudoku_rules_automaton_equals_brute_force():
+    # 7 blanks in a valid grid: all 4**7 fillings, automaton vs the direct rule check
+    sol = "".join(map(str, tasks._sudoku_grids()[17]))
+    blanks = [0, 3, 5, 6, 10, 12, 15]
+    puzzle = "".join("." if i in blanks else ch for i, ch in enumerate(sol))
+    inst = tasks.Instance("sudoku", f"s {puzzle}", sol, (puzzle,))
+    rules, fmt = tasks.constraint(inst, "rules"), tasks.constraint(inst, "format")
+    strings = []
+    for fill in itertools.product("1234", repeat=len(blanks)):
+        grid = list(puzzle)
+        for i, d in zip(blanks, fill):
+            grid[i] = d
+        strings.append("".join(grid))
+    want = [tasks.sudoku_rules_ok(s, puzzle) for s in strings]
+    assert 1 <= sum(want) < len(strings)
+    assert _accepts_all(rules, strings) == want
+    # the row-format constraint is weaker: it accepts every rules-valid grid and more
+    fmt_ok = _accepts_all(fmt, strings)
+    assert all(f for f, w in zip(fmt_ok, want) if w) and sum(fmt_ok) > sum(want)
+    # other digits, wrong givens and wrong lengths are rejected
+    assert not any(
+        _accepts_all(rules, [sol.replace("1", "5"), "2" + sol[1:] if sol[0] != "2" else "3" + sol[1:]])
+    )
+    assert not rules.accepts(tasks.encode(sol[:15])) and rules.accepts(tasks.encode(sol) + [tasks.EOS_ID] * 3)
+
+
+def test_sudoku_rules_without_givens_is_all_288_grids():
+    grids = tasks._sudoku_grids()
+    assert all(tasks.sudoku_rules_ok("".join(map(str, g)), "." * 16) for g in grids)
+    dfa = tasks.TokenDFA.from_regex(tasks.sudoku_rules_regex("." * 16), tasks.VOCAB)
+    counts = np.zeros(dfa.num_states)
+    counts[dfa.start] = 1
+    for _ in range(16):  # number of accepted strings of length 16, by a path count over the table
+        nxt = np.zeros_like(counts)
+        np.add.at(nxt, dfa.table.reshape(-1), np.repeat(counts, dfa.vocab_size))
+        counts = nxt
+    assert counts[dfa.accept].sum() == 288  # the number of 4x4 Sudoku grids
+    # a row-valid grid breaking a column is rejected
+    assert not tasks.sudoku_rules_ok("1234" * 4, "." * 16)
+    with pytest.raises(InputError, match="puzzle must be"):
+        tasks.sudoku_rules_regex("12")
+    with pytest.raises(InputError, match="no solution"):
+        tasks.sudoku_rules_regex("11" + "." * 14)
+
+
+@pytest.mark.parametrize("seed", [2, 1])  # distinct numbers; a repeated number
+def test_countdown_constraint_equals_brute_force(seed):
+    inst = tasks.make_instances("countdown", 1, seed=seed)[0]
+    nums = inst.data[0]
+    other = next(str(d) for d in range(1, 10) if d not in nums)
+    alphabet = sorted({*map(str, nums), other, "+", "-", "*"})
+    for level in tasks.LEVELS:
+        dfa = tasks.constraint(inst, level)
+        five = ["".join(t) for t in itertools.product(alphabet, repeat=5)]
+        for strings in (
+            ["".join(t) for t in itertools.product(alphabet, repeat=4)],
+            five,
+            [s + "1" for s in five],
+        ):
+            want = [
+                len(s) == 5 and sorted(s[0::2]) == sorted(map(str, nums)) and all(c in "+-*" for c in s[1::2])
+                for s in strings
+            ]
+            assert _accepts_all(dfa, strings) == want

@@ -144,12 +144,38 @@ def _bench(args: argparse.Namespace) -> None:
         write_records(args.out, records)
 
 
+def _parse_steps_list(text: str) -> tuple[int, ...]:
+    if text.strip() == "":
+        return ()
+    try:
+        vals = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(
+            f"--sweep must be comma-separated step counts such as 16,8,4,2, got {text!r}"
+        ) from None
+    return tuple(check_int("--sweep", v, low=1, high=34) for v in vals)
+
+
 @app.command(
     "reproduce",
-    help="the headline experiment: validity and accuracy of every strategy on 3 tasks",
+    help="the headline experiment: validity and accuracy of every strategy on 3 tasks, over seeds",
     args=[
-        arg("--count", type=int, default=60, help="instances per task (default 60)"),
+        arg("--count", type=int, default=60, help="instances per task and seed (default 60)"),
         arg("--steps", type=int, default=8, help="denoising steps over 34 positions (default 8)"),
+        arg("--seeds", type=int, default=3, help="seeds --seed .. --seed+N-1 (default 3)"),
+        arg(
+            "--level",
+            choices=("format", "rules"),
+            default="format",
+            help="Sudoku constraint: row rule + givens (default) or the full rules (pins the answer)",
+        ),
+        arg("--sweep", default="16,8,4,2", help="step counts for the tokens-per-step table ('' = none)"),
+        arg(
+            "--confidence",
+            choices=("model", "marginal"),
+            default="model",
+            help="remasking score of ours: model probability (default) or constrained marginal",
+        ),
     ],
     common=["seed", "out", "quiet"],
 )
@@ -158,14 +184,57 @@ def _reproduce(args: argparse.Namespace) -> None:
 
     count = check_int("--count", args.count, low=1, high=10_000)
     steps = check_int("--steps", args.steps, low=1, high=34)
+    seeds = check_int("--seeds", args.seeds, low=1, high=100)
+    sweep = _parse_steps_list(args.sweep)
     seed_everything(args.seed)
-    res = reproduce(count, args.seed, quiet=args.quiet, steps=steps)
-    res["manifest"] = run_manifest(
-        command=f"dlm-constrain reproduce --count {count} --steps {steps} --seed {args.seed}"
+    res = reproduce(
+        count,
+        args.seed,
+        quiet=args.quiet,
+        steps=steps,
+        seeds=seeds,
+        level=args.level,
+        sweep=sweep,
+        confidence=args.confidence,
     )
-    print(f"{'setting':28s} {'validity':>9s} {'accuracy':>9s}")
+    res["manifest"] = run_manifest(
+        command=f"dlm-constrain reproduce --count {count} --steps {steps} --seeds {seeds} "
+        f"--level {args.level} --sweep '{args.sweep}' --confidence {args.confidence} --seed {args.seed}"
+    )
+    print(
+        f"{steps} steps, level {args.level}, confidence {args.confidence}, {count} prompts per task x "
+        f"{seeds} seeds (mean +- std over seeds)"
+    )
+    print(f"{'setting':28s} {'validity':>15s} {'accuracy':>15s}   json / sudoku / countdown accuracy")
     for key, m in res["summary"].items():
-        print(f"{key:28s} {m['validity']:9.3f} {m['accuracy']:9.3f}")
+        if "validity" not in m:
+            print(f"{key:28s} {m['mean']:.3f} +- {m['std']:.3f} (min {m['min']:.3f}, max {m['max']:.3f})")
+            continue
+        per_task = " / ".join(f"{m[f'{t}_accuracy']['mean']:.3f}" for t in ("json", "sudoku", "countdown"))
+        print(
+            f"{key:28s} {m['validity']['mean']:.3f} +- {m['validity']['std']:.3f} "
+            f"{m['accuracy']['mean']:.3f} +- {m['accuracy']['std']:.3f}   {per_task}"
+        )
+    if res["sweep"]:
+        print(
+            "stochastic, tokens-per-step sweep "
+            "(accuracy mean +- std over seeds; ratio = exact / unconstrained)"
+        )
+        print(
+            f"{'steps':>5s} {'tok/step':>8s} {'level':>6s} {'uncon. valid':>12s} {'uncon. acc':>15s} "
+            f"{'exact acc':>15s} {'ratio':>15s}   exact json / sudoku / countdown"
+        )
+        for e in res["sweep"]:
+            per_task = " / ".join(
+                f"{e[f'exact_{t}_accuracy']['mean']:.3f}" for t in ("json", "sudoku", "countdown")
+            )
+            print(
+                f"{e['steps']:5d} {e['tokens_per_step']:8.1f} {e['level']:>6s} "
+                f"{e['unconstrained_validity']['mean']:12.3f} "
+                f"{e['unconstrained_accuracy']['mean']:.3f} +- {e['unconstrained_accuracy']['std']:.3f} "
+                f"{e['exact_accuracy']['mean']:.3f} +- {e['exact_accuracy']['std']:.3f} "
+                f"{e['ratio']['mean']:.3f} +- {e['ratio']['std']:.3f}   {per_task}"
+            )
     out = Path(args.out) if args.out else RESULTS / "reproduce.json"
     atomic_write_json(out, res)
     print(f"wrote {out}")

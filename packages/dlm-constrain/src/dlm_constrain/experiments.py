@@ -13,6 +13,7 @@ from dlm_constrain.automaton import TokenDFA
 from dlm_constrain.model import MDMConfig, TinyMDM, load_pretrained, window_model_fn
 from dlm_constrain.sampler import ConstrainedSampler
 from papershelf.bench import compare, record
+from papershelf.errors import check_choice
 
 STRATEGIES = ("unconstrained", "local", "dingo", "exact")
 BLOCK = tasks.ANSWER_LEN // 2
@@ -30,15 +31,21 @@ def decode_task(
     seed: int = 0,
     remasking: str = "confidence",
     confidence: str = "model",
+    level: str = "format",
 ) -> dict[str, dict[str, float]]:
-    """Validity and accuracy of each strategy on ``count`` held-out instances (seed offset 10**6)."""
+    """Validity and accuracy of each strategy on ``count`` held-out instances (seed offset 10**6).
+
+    ``seed`` picks both the instances and the sampling draws; ``level`` the constraint strength
+    (:data:`tasks.LEVELS`), which also defines validity.
+    """
     insts = tasks.make_instances(task, count, seed=10**6 + seed)
+    dfas = [tasks.constraint(inst, level) for inst in insts]
     out: dict[str, dict[str, float]] = {}
     for strategy in strategies:
         valid = correct = 0
         t_model = t_total = 0.0
         for k, inst in enumerate(insts):
-            dfa = tasks.constraint(inst)
+            dfa = dfas[k]
             fn = window_model_fn(model, inst)
             clock = {"model": 0.0}
 
@@ -66,7 +73,7 @@ def decode_task(
             t_model += clock["model"]
             text = dfa.decode(x.tolist())
             ok = dfa.accepts(x.tolist())
-            assert ok == (tasks.valid(inst, text) and _eos_suffix(x)), "automaton and re disagree"
+            assert ok == (tasks.valid(inst, text, level) and _eos_suffix(x)), "automaton and re disagree"
             valid += ok
             correct += ok and tasks.score(inst, text)
         out[strategy] = {
@@ -85,37 +92,178 @@ def _eos_suffix(x: torch.Tensor) -> bool:
     return all(v == tasks.EOS_ID for v in ids[j:])
 
 
-def reproduce(count: int = 60, seed: int = 0, quiet: bool = False, steps: int = 8) -> dict[str, Any]:
-    """Tiny DLM, three tasks, ~4 tokens unmasked per step (34 positions, 2 blocks, 8 steps by default)."""
+def _decode_all(model, task, count, steps, greedy, seed, level, confidence, strategies) -> dict:
+    """``decode_task`` for each strategy; ``confidence`` applies to ``exact`` only."""
+    res = decode_task(
+        model,
+        task,
+        count,
+        strategies=[s for s in strategies if s != "exact"],
+        steps=steps,
+        greedy=greedy,
+        seed=seed,
+        level=level,
+    )
+    if "exact" in strategies:
+        res.update(
+            decode_task(
+                model,
+                task,
+                count,
+                strategies=("exact",),
+                steps=steps,
+                greedy=greedy,
+                seed=seed,
+                level=level,
+                confidence=confidence,
+            )
+        )
+    return {s: res[s] for s in strategies}
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    v = np.asarray(values, dtype=float)
+    return {
+        "mean": float(v.mean()),
+        "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+        "min": float(v.min()),
+        "max": float(v.max()),
+    }
+
+
+def reproduce(
+    count: int = 60,
+    seed: int = 0,
+    quiet: bool = False,
+    steps: int = 8,
+    *,
+    seeds: int = 3,
+    level: str = "format",
+    sweep: tuple[int, ...] = (16, 8, 4, 2),
+    confidence: str = "model",
+) -> dict[str, Any]:
+    """Tiny DLM, three tasks, ~4 tokens unmasked per step (34 positions, 2 blocks, 8 steps by default).
+
+    Every strategy in both modes at ``steps`` with the ``level`` constraint, over ``seeds`` seeds
+    (``seed .. seed + seeds - 1``; each seed draws its own ``count`` prompts per task and its own samples),
+    then a sweep over the number of steps (tokens unmasked per step = 34 / steps): stochastic
+    unconstrained vs exact, at both constraint levels.  ``confidence`` is the remasking score of ours
+    (the baselines always rank by model probability).
+    """
     torch.set_num_threads(1)
+    check_choice("level", level, tasks.LEVELS)
     model = load_pretrained()
+    seed_list = [seed + j for j in range(seeds)]
     rows = []
-    for mode, greedy, temp in (("stochastic", False, 1.0), ("greedy", True, 1.0)):
-        for task in tasks.TASKS:
-            res = decode_task(model, task, count, steps=steps, greedy=greedy, temperature=temp, seed=seed)
-            for strategy, m in res.items():
-                rows.append({"mode": mode, "task": task, "strategy": strategy, **m})
-                if not quiet:
-                    print(
-                        f"{mode:10s} {task:9s} {strategy:13s} validity {m['validity']:.3f}  "
-                        f"accuracy {m['accuracy']:.3f}  decode overhead vs model {m['overhead']:.2f}",
-                        flush=True,
-                    )
-    summary = {}
+    for s in seed_list:
+        for mode, greedy in (("stochastic", False), ("greedy", True)):
+            for task in tasks.TASKS:
+                res = _decode_all(model, task, count, steps, greedy, s, level, confidence, STRATEGIES)
+                for strategy, m in res.items():
+                    rows.append({"seed": s, "mode": mode, "task": task, "strategy": strategy, **m})
+                    if not quiet:
+                        print(
+                            f"seed {s} {mode:10s} {task:9s} {strategy:13s} validity {m['validity']:.3f}  "
+                            f"accuracy {m['accuracy']:.3f}  decode overhead vs model {m['overhead']:.2f}",
+                            flush=True,
+                        )
+    summary: dict[str, Any] = {}
     for mode in ("stochastic", "greedy"):
         for strategy in STRATEGIES:
             sel = [r for r in rows if r["mode"] == mode and r["strategy"] == strategy]
-            summary[f"{mode}/{strategy}"] = {
-                "validity": float(np.mean([r["validity"] for r in sel])),
-                "accuracy": float(np.mean([r["accuracy"] for r in sel])),
-            }
+            entry: dict[str, Any] = {}
+            for metric in ("validity", "accuracy"):
+                per_seed = [np.mean([r[metric] for r in sel if r["seed"] == s]) for s in seed_list]
+                entry[metric] = _spread(per_seed)
+                for task in tasks.TASKS:
+                    entry[f"{task}_{metric}"] = _spread([r[metric] for r in sel if r["task"] == task])
+            summary[f"{mode}/{strategy}"] = entry
+    ratio = []
+    for s in seed_list:
+        acc = {
+            st: np.mean(
+                [
+                    r["accuracy"]
+                    for r in rows
+                    if r["seed"] == s and r["mode"] == "stochastic" and r["strategy"] == st
+                ]
+            )
+            for st in ("exact", "unconstrained")
+        }
+        ratio.append(acc["exact"] / max(acc["unconstrained"], 1.0 / (3 * count)))
+    summary["stochastic ratio exact/unconstrained"] = _spread(ratio)
+    sweep_rows = []
+    for n_steps in sweep:
+        for lv in tasks.LEVELS:
+            for s in seed_list:
+                for task in tasks.TASKS:
+                    res = decode_task(
+                        model,
+                        task,
+                        count,
+                        strategies=("unconstrained", "exact"),
+                        steps=n_steps,
+                        seed=s,
+                        level=lv,
+                    )
+                    for strategy, m in res.items():
+                        sweep_rows.append(
+                            {
+                                "steps": n_steps,
+                                "level": lv,
+                                "seed": s,
+                                "task": task,
+                                "strategy": strategy,
+                                **m,
+                            }
+                        )
+            if not quiet:
+                sel = [r for r in sweep_rows if r["steps"] == n_steps and r["level"] == lv]
+                acc = {
+                    st: np.mean([r["accuracy"] for r in sel if r["strategy"] == st])
+                    for st in ("unconstrained", "exact")
+                }
+                print(
+                    f"sweep steps {n_steps:2d} ({tasks.ANSWER_LEN / n_steps:4.1f} tokens/step) level {lv:6s} "
+                    f"accuracy unconstrained {acc['unconstrained']:.3f} exact {acc['exact']:.3f}",
+                    flush=True,
+                )
+    sweep_summary = []
+    for n_steps in sweep:
+        for lv in tasks.LEVELS:
+            sel = [r for r in sweep_rows if r["steps"] == n_steps and r["level"] == lv]
+            entry = {"steps": n_steps, "tokens_per_step": tasks.ANSWER_LEN / n_steps, "level": lv}
+            per_seed = {}
+            for st in ("unconstrained", "exact"):
+                for metric in ("validity", "accuracy"):
+                    per_seed[st, metric] = [
+                        float(np.mean([r[metric] for r in sel if r["strategy"] == st and r["seed"] == s]))
+                        for s in seed_list
+                    ]
+                    entry[f"{st}_{metric}"] = _spread(per_seed[st, metric])
+                for task in tasks.TASKS:
+                    entry[f"{st}_{task}_accuracy"] = _spread(
+                        [r["accuracy"] for r in sel if r["strategy"] == st and r["task"] == task]
+                    )
+            entry["ratio"] = _spread(
+                [
+                    e / max(u, 1.0 / (3 * count))
+                    for e, u in zip(per_seed["exact", "accuracy"], per_seed["unconstrained", "accuracy"])
+                ]
+            )
+            sweep_summary.append(entry)
     return {
         "count_per_task": count,
+        "seeds": seed_list,
         "steps": steps,
+        "level": level,
+        "confidence": confidence,
         "block_size": BLOCK,
         "length": tasks.ANSWER_LEN,
         "rows": rows,
         "summary": summary,
+        "sweep": sweep_summary,
+        "sweep_rows": sweep_rows,
     }
 
 
@@ -261,11 +409,19 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
         return records
     model = load_pretrained()
     count = 6 if quick else 30
-    acc = {"exact": 0.0, "unconstrained": 0.0}
-    for task in tasks.TASKS:
-        res = decode_task(model, task, count, strategies=("unconstrained", "exact"), seed=seed + 1)
-        for s in acc:
-            acc[s] += res[s]["accuracy"] / len(tasks.TASKS)
+    bench_seeds = [seed + 1 + j for j in range(1 if quick else 3)]
+    per_seed: dict[str, list[float]] = {"exact": [], "unconstrained": []}
+    for s in bench_seeds:
+        acc = {"exact": 0.0, "unconstrained": 0.0}
+        for task in tasks.TASKS:
+            res = decode_task(
+                model, task, count, strategies=("unconstrained", "exact"), seed=s, level="format"
+            )
+            for st in acc:
+                acc[st] += res[st]["accuracy"] / len(tasks.TASKS)
+        for st in acc:
+            per_seed[st].append(acc[st])
+    acc = {st: float(np.mean(v)) for st, v in per_seed.items()}
     base = max(acc["unconstrained"], 1.0 / (3 * count))  # floor at one success so the ratio is finite
     records.append(
         record(
@@ -275,6 +431,10 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
             setting={
                 "tasks": list(tasks.TASKS),
                 "instances_per_task": count,
+                "seeds": bench_seeds,
+                "constraint_level": "format",
+                "per_seed_exact": per_seed["exact"],
+                "per_seed_unconstrained": per_seed["unconstrained"],
                 "steps": 8,
                 "length": tasks.ANSWER_LEN,
                 "block_size": BLOCK,
@@ -286,7 +446,7 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
             candidate_value=acc["exact"],
             baseline="unconstrained sampling",
             baseline_value=base,
-            repeats=1,
+            repeats=len(bench_seeds),
             target=1.2,
         )
     )

@@ -2,10 +2,16 @@
 
 * ``json``: a prompt ``j <name> <age> <city>`` -> the record ``{"n":"<name>","a":<age>,"c":"<city>"}``;
   the constraint is the schema (name ``[a-z]{2,6}``, age an integer in [10, 99], city one of four).
-* ``sudoku``: a 4x4 puzzle with a unique solution (``.`` for blanks) -> the 16 digits row by row;
-  the constraint is the Sudoku *row* rule plus the givens (every row a permutation of 1-4).
+* ``sudoku``: a 4x4 puzzle with a unique solution (``.`` for blanks) -> the 16 digits row by row.
+  Constraint level ``"format"`` (default): the *row* rule plus the givens (every row a permutation of
+  1-4); level ``"rules"``: the full Sudoku rules for the givens (every row, column and 2x2 box a
+  permutation of 1-4, the givens kept) -- for a uniquely solvable puzzle this language holds exactly
+  one string, the solution, so at that level the constraint alone solves the task.
 * ``countdown``: three numbers and a target -> an expression over + - * using each number exactly once;
-  the constraint is that format; accuracy needs the value to equal the target.
+  the constraint (both levels) is that: the given numbers, each once, in any order, joined by two
+  operators.  It does not encode the target value (that would make the constraint the scorer);
+  accuracy needs the value to equal the target.
+* ``json``: both levels are the schema.
 
 Every answer sits in a window of ``ANSWER_LEN`` positions padded with the EOS token ``$``.
 
@@ -27,6 +33,7 @@ from dlm_constrain.automaton import TokenDFA
 from papershelf.errors import InputError, check_choice, check_int
 
 TASKS = ("json", "sudoku", "countdown")
+LEVELS = ("format", "rules")
 PROMPT_LEN = 20
 ANSWER_LEN = 34
 EOS, PAD, MASK = "$", "_", "#"
@@ -139,23 +146,53 @@ def score(inst: Instance, text: str) -> bool:
     if inst.task in ("json", "sudoku"):
         return text == inst.answer
     _nums, target = inst.data
-    if constraint_regex(inst) is None:
-        return False
     import re
 
-    if not re.fullmatch(constraint_regex(inst), text):
+    if not re.fullmatch(constraint_regex(inst, "format"), text):
         return False
     return int(eval(text)) == target  # text is digits and + - * only (checked by the regex)
 
 
-def constraint_regex(inst: Instance) -> str:
-    """The per-instance constraint as a regex (whole-answer match)."""
+def sudoku_rules_ok(text: str, puzzle: str) -> bool:
+    """Whether ``text`` is a full 4x4 grid (16 digits 1-4, row by row) obeying the Sudoku rules (rows,
+    columns, 2x2 boxes) and the givens of ``puzzle`` (a direct check, independent of the automaton)."""
+    if len(text) != 16 or any(ch not in "1234" for ch in text):
+        return False
+    if any(g != "." and g != t for g, t in zip(puzzle, text)):
+        return False
+    groups = [[4 * r + c for c in range(4)] for r in range(4)] + [
+        [4 * r + c for r in range(4)] for c in range(4)
+    ]
+    groups += [[4 * (br + i) + bc + j for i in (0, 1) for j in (0, 1)] for br in (0, 2) for bc in (0, 2)]
+    return all(len({text[i] for i in g}) == 4 for g in groups)
+
+
+def sudoku_rules_regex(puzzle: str) -> str:
+    """The Sudoku rules for the givens of ``puzzle`` as a regex: the alternation of every 4x4 grid
+    (of the 288 that satisfy the row, column and box rules) that agrees with the givens."""
+    if not isinstance(puzzle, str) or len(puzzle) != 16 or any(ch not in ".1234" for ch in puzzle):
+        raise InputError(f"puzzle must be 16 characters from '.1234', got {puzzle!r}")
+    fits = [
+        "".join(map(str, g))
+        for g in _sudoku_grids()
+        if all(ch == "." or int(ch) == g[i] for i, ch in enumerate(puzzle))
+    ]
+    if not fits:
+        raise InputError(f"puzzle {puzzle!r} has no solution under the Sudoku rules")
+    return "(" + "|".join(fits) + ")"
+
+
+def constraint_regex(inst: Instance, level: str = "format") -> str:
+    """The per-instance constraint as a regex (whole-answer match) at ``level`` (see the module doc)."""
+    check_choice("level", level, LEVELS)
     if inst.task == "json":
         from dlm_constrain.json_schema import schema_to_regex
 
         return schema_to_regex(JSON_SCHEMA)
     if inst.task == "sudoku":
         puzzle = inst.data[0]
+        if level == "rules":
+            return sudoku_rules_regex(puzzle)
         rows = []
         for r in range(4):
             givens = puzzle[4 * r : 4 * r + 4]
@@ -171,17 +208,18 @@ def constraint_regex(inst: Instance) -> str:
     return "(" + "|".join(sorted(exprs)) + ")"
 
 
-def constraint(inst: Instance) -> TokenDFA:
+def constraint(inst: Instance, level: str = "format") -> TokenDFA:
     """The instance's token automaton over :data:`VOCAB` (EOS pads the window; PAD and MASK never allowed)."""
-    dfa = TokenDFA.from_regex(constraint_regex(inst), VOCAB, eos_id=EOS_ID, special_ids=(PAD_ID, MASK_ID))
-    return dfa.renamed(f"{inst.task} constraint")
+    regex = constraint_regex(inst, level)
+    dfa = TokenDFA.from_regex(regex, VOCAB, eos_id=EOS_ID, special_ids=(PAD_ID, MASK_ID))
+    return dfa.renamed(f"{inst.task} constraint ({level})")
 
 
-def valid(inst: Instance, text: str) -> bool:
-    """Format validity (the constraint, checked independently with Python's ``re``)."""
+def valid(inst: Instance, text: str, level: str = "format") -> bool:
+    """Validity under the constraint at ``level``, checked independently with Python's ``re``."""
     import re
 
-    return re.fullmatch(constraint_regex(inst), text) is not None
+    return re.fullmatch(constraint_regex(inst, level), text) is not None
 
 
 def format_example(inst: Instance) -> tuple[list[int], list[int]]:
