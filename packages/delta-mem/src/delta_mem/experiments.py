@@ -297,6 +297,7 @@ def _cache_kwargs(out) -> dict:
 
 
 @torch.no_grad()
+@torch.no_grad()  # inference, as `generate` runs it: no autograd graph through the trainable memory
 def decode_seconds(model, prompt: torch.Tensor, steps: int) -> float:
     """Seconds for ``steps`` greedy decode steps with a KV cache after a prefill (prefill not timed)."""
     from delta_mem.wrap import is_wrapped
