@@ -34,6 +34,7 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         (["bench", "--quick", "--budget", "0"], "--budget"),
         (["bench", "--quick", "--block", "60"], "--stride"),
         (["bench", "--quick", "--threads", "0"], "--threads"),
+        (["bench", "--quick", "--alloc", "global"], "--alloc"),
         (["eval", "--model", "/no/such/folder"], "--model"),
     ],
 )

@@ -121,3 +121,30 @@ def test_max_pooled_antidiagonal_scores_are_row_distributions():
 def test_bad_selection_options(kw, word):
     with pytest.raises(InputError, match=word):
         AntidiagonalSelector(**kw)
+
+
+def test_pooled_allocation_keeps_the_total_budget_and_takes_the_best_blocks_of_all_groups():
+    """alloc="pooled": the kv_heads·budget past blocks with the largest group priority over both KV heads
+    (checked against an explicit sort), the chunk's own blocks in every table, same total KV read."""
+    g = torch.Generator().manual_seed(7)
+    H, Qb, Kb, own_start = 8, 2, 12, 10  # 2 KV groups of 4 heads; blocks 10, 11 are the chunk's own
+    P = torch.rand(H, Qb, Kb, generator=g, dtype=torch.float64)
+    P[:4] **= 8  # group 0 concentrated, group 1 spread: pooled moves blocks to group 1
+    kw = dict(offset=own_start * 16, T=2 * 16, block=16)
+    head = MeanPoolSelector(budget=3).mask_from_scores(P, 2, **kw)
+    pooled = MeanPoolSelector(budget=3, alloc="pooled").mask_from_scores(P, 2, **kw)
+    past_h, past_p = _past_union(head, 2, own_start), _past_union(pooled, 2, own_start)
+    assert past_h.sum(1).tolist() == [3, 3]
+    assert int(past_p.sum()) == 6  # same total, split by priority
+    best = P.reshape(2, 4 * Qb, Kb).amax(1)[:, :own_start]
+    want = set(best.flatten().topk(6).indices.tolist())
+    assert set(torch.nonzero(past_p.flatten()).flatten().tolist()) == want
+    assert bool(pooled.reshape(2, -1, Kb).any(1)[:, own_start:].all())  # own blocks in both tables
+    assert past_p.sum(1).tolist() != [3, 3]  # this P does move blocks between the groups
+
+
+def test_alloc_is_validated():
+    with pytest.raises(InputError, match="alloc"):
+        MeanPoolSelector(alloc="global")
+    with pytest.raises(InputError, match="alloc"):
+        AntidiagonalSelector(alloc="")

@@ -24,12 +24,13 @@ SEL_ARGS = [
     arg("--rule", default="max", help="budget ranking: max (block probability) or mass (cumulative mass)"),
     arg("--sink", type=int, default=0, help="leading KV blocks always kept, inside the budget (default 0)"),
     arg("--pool", default="mean", help="antidiagonal rows → Q-block: mean (default) or max"),
+    arg("--alloc", default="head", help="budget per KV head (head, default) or pooled over KV heads"),
 ]
 
 
 def _sel_kw(args, selector: str = "antidiagonal") -> dict:
     """Selector keywords from the CLI (validated by the selector)."""
-    kw = {"rule": args.rule, "sink": args.sink}
+    kw = {"rule": args.rule, "sink": args.sink, "alloc": args.alloc}
     if selector == "antidiagonal":
         kw.update(stride=args.stride, pool=args.pool)
     return kw
@@ -50,6 +51,8 @@ def _check_sel(args) -> None:
         raise InputError(f"--rule must be 'max' or 'mass', got {args.rule!r}")
     if args.pool not in ("mean", "max"):
         raise InputError(f"--pool must be 'mean' or 'max', got {args.pool!r}")
+    if args.alloc not in ("head", "pooled"):
+        raise InputError(f"--alloc must be 'head' or 'pooled', got {args.alloc!r}")
     check_int("--sink", args.sink, low=0)
     if args.block % args.stride:
         raise InputError(f"--block ({args.block}) must be a multiple of --stride ({args.stride})")
@@ -140,7 +143,12 @@ def _bench(args: argparse.Namespace) -> None:
         n = check_int("--n", args.n, low=args.chunk + 1, high=1 << 18)
         shape = dict(n=n, chunk=args.chunk, heads=32, kv_heads=8, head_dim=128, block=args.block)
     r = speed_chunk(
-        **shape, budget=args.budget, stride=args.stride, repeat=repeat, per_head=not args.no_per_head
+        **shape,
+        budget=args.budget,
+        stride=args.stride,
+        repeat=repeat,
+        per_head=not args.no_per_head,
+        alloc=args.alloc,
     )
     med = r["median_s"]
     print(
@@ -151,6 +159,7 @@ def _bench(args: argparse.Namespace) -> None:
     print(_table(["method", "median ms", "KV fraction", f"speedup vs {r['dense']}"], rows))
     setting = {k: r[k] for k in ("n", "chunk", "heads", "kv_heads", "head_dim", "block", "budget", "stride")}
     setting["threads"] = args.threads
+    setting["alloc"] = args.alloc
     records = []
     target = None if args.quick else 0.5
     for m in med:
@@ -186,10 +195,11 @@ def _accuracy_records(args) -> list[dict]:
     out = []
     for n in (8192, 16384):
         c = testbed_curves(model, n, [args.budget], chunk=args.chunk, block=args.block, stride=args.stride,
-                           rule=args.rule, sink=args.sink, pool=args.pool)  # fmt: skip
+                           rule=args.rule, sink=args.sink, pool=args.pool, alloc=args.alloc)  # fmt: skip
         row = c["rows"][0]
         setting = {"model": "tiny-m", "n": n, "chunk": args.chunk, "block": args.block, "budget": args.budget,
-                   "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"]}  # fmt: skip
+                   "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"],
+                   "alloc": args.alloc}  # fmt: skip
         for m in ("compact-antidiag", "compact-meanpool"):
             for metric, better, target in (("recall", "higher", 1.05), ("rel_error", "lower", 0.7)):
                 rec = record(
@@ -266,6 +276,7 @@ def _reproduce(args: argparse.Namespace) -> None:
             rule=args.rule,
             sink=args.sink,
             pool=args.pool,
+            alloc=args.alloc,
         )
         result["curves"].append(c)
         last = c["chunks_per_sample"]

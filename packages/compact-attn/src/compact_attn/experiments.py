@@ -25,13 +25,14 @@ def need_testbed():
 
 
 def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rule: str = "max", sink: int = 0,
-                pool: str = "mean") -> dict:  # fmt: skip
+                pool: str = "mean", alloc: str = "head") -> dict:  # fmt: skip
     """The compared methods at one KV budget (compact with both selectors, QUOKA, per-head, dense);
-    ``rule``/``sink`` go to both selectors, ``pool`` to the antidiagonal one."""
-    ad = dict(stride=stride, budget=budget, rule=rule, sink=sink, pool=pool)
+    ``rule``/``sink``/``alloc`` go to both selectors, ``pool`` to the antidiagonal one."""
+    ad = dict(stride=stride, budget=budget, rule=rule, sink=sink, pool=pool, alloc=alloc)
+    mp = dict(budget=budget, rule=rule, sink=sink, alloc=alloc)
     return {
         "compact-antidiag": CompactAttention(make_selector("antidiagonal", **ad)),
-        "compact-meanpool": CompactAttention(make_selector("meanpool", budget=budget, rule=rule, sink=sink)),
+        "compact-meanpool": CompactAttention(make_selector("meanpool", **mp)),
         "quoka": QuokaAttention(budget, n_queries=n_queries),
         "per-head-antidiag": PerHeadBlockSparse(make_selector("antidiagonal", **ad)),
     }
@@ -39,7 +40,7 @@ def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rul
 
 # ---- speed ----------------------------------------------------------------------------------------------
 def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block=64, budget=0.25, stride=8,
-                repeat=3, seed=0, per_head=True) -> dict:  # fmt: skip
+                repeat=3, seed=0, per_head=True, alloc="head") -> dict:  # fmt: skip
     """Time one chunk of ``chunk`` queries at ``n`` accumulated tokens, every method interleaved in the
     same run (``repeat`` rounds after one warm-up round; medians). Selection cost is included."""
     from compact_attn.data import random_chunk
@@ -49,7 +50,7 @@ def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block
     cache.append(0, k, v)
     del k, v
     runs = {"dense-sdpa": DenseAttention("sdpa"), "dense-matmul": DenseAttention("matmul")}
-    runs.update(methods_for(budget, block=block, stride=stride))
+    runs.update(methods_for(budget, block=block, stride=stride, alloc=alloc))
     if not per_head:
         runs.pop("per-head-antidiag")
     times: dict[str, list[float]] = {m: [] for m in runs}

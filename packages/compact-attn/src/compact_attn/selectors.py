@@ -17,7 +17,10 @@ non-negative block-probability estimate per (head, Q-block, KV-block) row) and i
   ``rule="mass"`` by the smallest fraction of a row's estimated mass that comes before it when the row's
   own blocks are counted first and its past blocks in descending order (:func:`mass_before`) — the
   cumulative-mass threshold rule with τ set so that the union holds the budget. ``sink=s`` always keeps
-  the first s blocks (inside the budget).
+  the first s blocks (inside the budget). ``alloc="head"`` (default) gives every KV head the same
+  ⌈β·past⌉ past blocks; ``alloc="pooled"`` ranks the past blocks of all KV heads together and keeps the
+  kv_heads·⌈β·past⌉ best, so the total KV read is the same but a head whose estimated mass is spread
+  gets more blocks than one whose mass is concentrated.
 
 Two training-free estimators: :class:`AntidiagonalSelector` (XAttention-style strided antidiagonal
 sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block, softmax).
@@ -71,15 +74,19 @@ def block_causal(T: int, offset: int, block: int, kv_blocks: int) -> torch.Tenso
 
 
 RULES = ("max", "mass")
+ALLOCS = ("head", "pooled")
 
 
 class BlockSelector:
     """Base class: subclasses implement :meth:`scores`; the mask policy (threshold or budget) is here."""
 
     def __init__(self, *, budget=0.25, threshold: float | None = None, rule: str = "max",
-                 sink: int = 0) -> None:  # fmt: skip
+                 sink: int = 0, alloc: str = "head") -> None:  # fmt: skip
         if rule not in RULES:
             raise InputError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        if alloc not in ALLOCS:
+            raise InputError(f"alloc must be one of {', '.join(ALLOCS)}, got {alloc!r}")
+        self.alloc = alloc
         if isinstance(sink, bool) or not isinstance(sink, int) or sink < 0:
             raise InputError(f"sink must be a non-negative integer (leading blocks kept), got {sink!r}")
         self.rule = rule
@@ -121,10 +128,15 @@ class BlockSelector:
         prio[..., own.start : own.stop] = float("inf")
         prio[..., : min(self.sink, own.start)] = float("inf")
         best = prio.reshape(kv_heads, G * Qb, Kb).amax(1)
-        top = best.topk(keep, dim=-1)
         chosen = torch.zeros(kv_heads, Kb, dtype=torch.bool)
-        chosen.scatter_(1, top.indices, True)
-        theta = top.values[:, -1:]  # the group's threshold
+        if self.alloc == "head":  # every KV head gets the same number of blocks
+            top = best.topk(keep, dim=-1)
+            chosen.scatter_(1, top.indices, True)
+            theta = top.values[:, -1:]  # the group's threshold
+        else:  # "pooled": the kv_heads·keep blocks with the largest priority over all groups together
+            top = best.flatten().topk(kv_heads * keep)
+            chosen.view(-1)[top.indices] = True
+            theta = best.masked_fill(~chosen, float("inf")).amin(-1, keepdim=True)
         mask = (prio.reshape(kv_heads, G, Qb, Kb) >= theta[:, None, None, :]) & chosen[:, None, None, :]
         return mask.reshape(H, Qb, Kb)
 
@@ -183,8 +195,8 @@ class AntidiagonalSelector(BlockSelector):
     name = "antidiagonal"
 
     def __init__(self, *, stride: int = 8, budget=0.25, threshold: float | None = None, rule: str = "max",
-                 sink: int = 0, pool: str = "mean") -> None:  # fmt: skip
-        super().__init__(budget=budget, threshold=threshold, rule=rule, sink=sink)
+                 sink: int = 0, pool: str = "mean", alloc: str = "head") -> None:  # fmt: skip
+        super().__init__(budget=budget, threshold=threshold, rule=rule, sink=sink, alloc=alloc)
         if pool not in ("mean", "max"):
             raise InputError(f"pool must be 'mean' or 'max', got {pool!r}")
         self.pool = pool
