@@ -107,3 +107,19 @@ def test_random_order_iteration_bound_uses_the_tc_sum():
         assert row["tc_sum"] >= row["kl"] - 1e-12  # a random rule: KL <= E_p[sum TC]
         assert row["bound"] == pytest.approx((row["entropy"] + row["tc_sum"]) / eta + 1)
         assert row["p_expected_iterations"] <= row["bound"] + 1e-12
+
+
+def test_cli_analyze_validates_every_argument_before_any_output(tmp_path, capsys):
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.ones((3, 3)) / 5)  # sums to 1.8
+    out = tmp_path / "never.json"
+    for argv, word in (
+        (["--joint", str(bad)], "--joint"),
+        (["--joint", str(bad), "--no-frontier"], "--joint"),
+        (["--L", "0"], "L"),
+        (["--max-pairs", "9"], "--max-pairs"),
+    ):
+        assert main(["analyze", *argv, "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and word in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert not out.exists()

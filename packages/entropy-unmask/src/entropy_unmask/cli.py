@@ -41,7 +41,10 @@ def _target(args: argparse.Namespace) -> Joint:
             table = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise InputError(f"--joint: cannot read {args.joint!r} as .npy ({exc})") from None
-        return joint_from_table(table, name=path.stem)
+        try:
+            return joint_from_table(table, name=path.stem)
+        except InputError as exc:
+            raise InputError(f"--joint {args.joint!r}: {exc}") from None
     return make_family(args.family, args.L, args.V, seed=args.seed)
 
 
@@ -285,6 +288,11 @@ def _analyze(args: argparse.Namespace) -> None:
 
     if not args.kl > 0:
         raise InputError(f"--kl must be > 0, got {args.kl}")
+    if not 2 <= args.max_pairs <= 8:
+        raise InputError(f"--max-pairs must be in [2, 8], got {args.max_pairs}")
+    if args.no_frontier and args.joint:
+        raise InputError("--joint is only used by the frontier; drop --no-frontier or --joint")
+    joint = None if args.no_frontier else _target(args)  # validated before any output
     out: dict[str, Any] = {}
     c = copy_counterexample()
     out["copy"] = c
@@ -297,8 +305,6 @@ def _analyze(args: argparse.Namespace) -> None:
         f"E_q = {c['E_q']:.4f}  off-support mass = {c['off_support_mass']:.3f}  TV = {c['tv']:.3f}  "
         f"E_p + (L-1) TV = {c['sampler_bound']:.4f}"
     )
-    if not 2 <= args.max_pairs <= 8:
-        raise InputError(f"--max-pairs must be in [2, 8], got {args.max_pairs}")
     rows = pairs_counterexample(tuple(range(2, args.max_pairs + 1)))
     out["pairs"] = rows
     print(f"\n== independent copied pairs, eta = {rows[0]['eta']:g}: ascending order has KL = H(X0) at any L")
@@ -308,8 +314,7 @@ def _analyze(args: argparse.Namespace) -> None:
             f"{r['pairs']:>6}{r['L']:>4}{r['H']:>9.4f}{r['kl_ascending']:>9.4f}{r['iters_ascending']:>11.3f}"
             f"{r['kl_random']:>11.4f}{r['iters_random']:>14.3f}"
         )
-    if not args.no_frontier:
-        joint = _target(args)
+    if joint is not None:
         fr = frontier_summary(joint, args.kl)
         out["frontier"] = {"target": joint.describe(), **fr}
         print(f"\n== best deterministic adaptive rule on {joint.describe()} at KL <= {args.kl:g}")
