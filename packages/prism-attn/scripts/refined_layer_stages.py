@@ -8,7 +8,6 @@ import time
 
 import torch
 from prism_attn import PrismConfig, ops
-from prism_attn.baselines import QuestCache
 from prism_attn.data import random_cache
 
 
@@ -29,10 +28,11 @@ def main() -> None:
     cfg = PrismConfig(kappa=2048).validate()
     kappa, scaling = cfg.budget(n), K.shape[-1] ** -0.5
     _, prev = ops.anchor(torch.randn_like(q), K, V, kappa, scaling)
-    meta = QuestCache(cfg.block).update(K)
+    meta = ops.PageBounds(cfg.block, cfg.global_meta_dtype(K.dtype)).update(K)
     work = ops.Workspace()
     extra = ops.global_blocks(q, meta, cfg.global_count(kappa), n, scaling=scaling)
     cand = ops._propose(prev, n, cfg.radius, cfg.block, cfg.sink, cfg.local, cfg.candidate_cap(kappa), extra)
+    cand_local = ops._propose(prev, n, cfg.radius, cfg.block, cfg.sink, cfg.local, cfg.candidate_cap(kappa))
     stages = {
         "global term": lambda: ops.global_blocks(q, meta, cfg.global_count(kappa), n, scaling=scaling),
         "proposal": lambda: ops._propose(
@@ -40,13 +40,18 @@ def main() -> None:
         ),
         "refine + attend": lambda: ops.refine_attend(q, K, V, cand, kappa, scaling, work=work),
         "  of which key gather": lambda: ops.gather_rows(K, cand, work.get("keys", cand.numel() * 128, K)),
+        "refine + attend, no global": lambda: ops.refine_attend(
+            q, K, V, cand_local, kappa, scaling, work=work
+        ),
         "dense layer": lambda: ops.dense_decode(q, K, V),
     }
     ms = {name: _median_ms(fn) for name, fn in stages.items()}
     for name, v in ms.items():
         print(f"{name:24s} {v:8.2f} ms")
     refined = ms["global term"] + ms["proposal"] + ms["refine + attend"]
-    print(f"refined layer / dense layer: {refined / ms['dense layer']:.2f} (candidates {cand.shape[-1]})")
+    ratio = refined / ms["dense layer"]
+    local = cand_local.shape[-1]
+    print(f"refined layer / dense layer: {ratio:.2f} (candidates {cand.shape[-1]}; {local} without global)")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ def qkv():
         ({"global_pages": -0.5}, "global_pages"),
         ({"global_pages": float("nan")}, "global_pages"),
         ({"global_span": 0}, "global_span"),
+        ({"global_dtype": "int8"}, "global_dtype"),
     ],
 )
 def test_bad_config(kwargs, word):

@@ -32,14 +32,13 @@ def test_enable_decodes_through_prism_and_disable_restores():
     s2 = generate("passkey", 260, seed=4, split="validation")
     prompt2 = torch.from_numpy(s2.ids[: s2.prompt_length])[None]
     again = papershelf_lm.greedy_generate(model, prompt2, 2)
-    kept = {layer: c.meta for layer, c in handle.decoder._quest.items()}
+    kept = {layer: b.meta.clone() for layer, b in handle.decoder._bounds.items()}
     assert kept  # the global term kept per-layer metadata
     disable(model)
     with enable(model, PrismConfig(kappa=32, block=4)) as fresh:
         assert torch.equal(papershelf_lm.greedy_generate(model, prompt2, 2), again)
-    for layer, (lo, hi) in kept.items():
-        assert torch.equal(lo, fresh.decoder._quest[layer].meta[0])
-        assert torch.equal(hi, fresh.decoder._quest[layer].meta[1])
+    for layer, meta in kept.items():
+        assert torch.equal(meta, fresh.decoder._bounds[layer].meta)
     disable(model)
     disable(model)  # a second disable is a no-op
     assert model.config._attn_implementation == previous

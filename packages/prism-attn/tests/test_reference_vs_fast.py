@@ -209,3 +209,47 @@ def test_filtered_topk_is_exact_and_falls_back():
     y = torch.rand(1, 2, ops._FILTER_MIN, generator=g)
     want = torch.topk(y, 256, dim=-1, sorted=False).indices.sort(dim=-1).values
     assert torch.equal(ops._topk_sorted(y, 256), want)
+
+
+def test_page_bounds_incremental_equals_fresh_and_contain_the_keys():
+    from prism_attn.baselines import quest_metadata
+
+    _, K, _ = random_cache(70, heads=4, kv_heads=2, head_dim=8, dtype=torch.float32, seed=5, batch=2)
+    for dtype in (torch.bfloat16, torch.float32):
+        grown = ops.PageBounds(8, dtype)
+        for n in range(1, 71):  # one token per step, across page ends and buffer doublings
+            meta = grown.update(K[:, :, :n])
+            fresh = ops.PageBounds(8, dtype).update(K[:, :, :n])
+            assert meta.dtype == dtype and torch.equal(meta, fresh)
+        lo, hi = quest_metadata(K, 8)
+        assert torch.equal(meta[..., :8].float() >= hi, torch.ones_like(hi, dtype=torch.bool))
+        assert bool((meta[..., 8:].float() <= lo).all())
+        if dtype == torch.float32:
+            assert torch.equal(meta, torch.cat([hi, lo], -1))
+        else:  # rounded outward by at most one bfloat16 step
+            assert bool(((meta[..., :8].float() - hi) <= hi.abs() / 64 + 1e-30).all())
+
+
+def test_packed_page_bounds_select_as_the_quest_metadata():
+    q, K, _ = random_cache(203, heads=4, kv_heads=2, head_dim=16, dtype=torch.float64, seed=7, batch=2)
+    for block, count, span in ((8, 5, 1), (4, 6, 3)):
+        packed = ops.PageBounds(block * span).update(K)
+        kw = dict(block=block, sink=4, local=9, scaling=0.25, span=span)
+        fast = ops.global_blocks(q, packed, count, 203, **kw)
+        assert torch.equal(fast, ops.global_blocks(q, quest_metadata(K, block * span), count, 203, **kw))
+        assert torch.equal(fast, reference.global_blocks(q, K, count, **kw))
+
+
+def test_bfloat16_global_term_finds_the_needle_in_a_float32_cache():
+    qs, Ks, Vs, truth = planted_stack(1024, layers=3, spans=2, span_len=8, drift=1, seed=3)
+    qs, Ks, Vs = ([t.float() for t in ts] for ts in (qs, Ks, Vs))
+    direction = qs[2].reshape(1, 2, 2, 16).mean(2)
+    spans = torch.cat([t.flatten() for t in truth])
+    needle = max(range(100, 900), key=lambda t: int((spans - t).abs().min()))
+    Ks[2] = Ks[2].clone()
+    Ks[2][:, :, needle] = 3 * direction / direction.norm(dim=-1, keepdim=True) * 12.0
+    cfg = PrismConfig(kappa=32, block=8, radius=1, dense_layers=())
+    assert cfg.global_meta_dtype(torch.float32) == torch.bfloat16
+    assert cfg.global_meta_dtype(torch.float64) == torch.float64  # float64 stays exact
+    _, sels = decode_step(qs, Ks, Vs, cfg)
+    assert all((sels[2][0, j] == needle).any() for j in range(2))

@@ -33,6 +33,12 @@ CONFIG_ARGS = [
         "(default 1; 0 = proposal from the previous selection only)",
     ),
     arg("--global-span", type=int, default=1, help="blocks per page of the global term (default 1)"),
+    arg(
+        "--global-dtype",
+        default="auto",
+        help="precision of the global term's page bounds: auto (bfloat16 for a float32 cache), same, or a "
+        "dtype name (default auto)",
+    ),
 ]
 
 
@@ -57,6 +63,7 @@ def _config(args, method="prism", kappa=None) -> PrismConfig:
         anchor_layers=None if args.anchor_layers is None else tuple(args.anchor_layers),
         global_pages=args.global_pages,
         global_span=args.global_span,
+        global_dtype=args.global_dtype,
     )
 
 
@@ -131,6 +138,12 @@ BENCH_COLUMNS += ("dense MiB", "prism MiB", "no-global MiB")
         arg("--layers", type=int, default=32),
         arg("--threads", type=int, default=2, help="torch CPU threads (default 2)"),
         arg("--repeat", type=int, default=3, help="interleaved repeats (default 3)"),
+        arg(
+            "--small-threads",
+            type=int,
+            default=None,
+            help="threads for the refined layers' small ops (default: --threads; 1 on a loaded machine)",
+        ),
         arg("--quick", action="store_true", help="tiny sizes in seconds, to prove the path works"),
         *CONFIG_ARGS,
     ],
@@ -142,6 +155,7 @@ def _bench(args: argparse.Namespace) -> None:
 
     _threads(args.threads)
     repeat = check_int("--repeat", args.repeat, low=1)
+    small = None if args.small_threads is None else check_int("--small-threads", args.small_threads, low=1)
     if args.quick:
         sizes = [(2048, dict(layers=4, heads=8, kv_heads=2, head_dim=64))]
         kappa = 128
@@ -152,13 +166,14 @@ def _bench(args: argparse.Namespace) -> None:
     cfg = _config(args, kappa=kappa)
     records, rows = [], []
     for n, shape in sizes:
-        r = speed_stack(n, repeat=repeat, config=cfg, **shape)
+        r = speed_stack(n, repeat=repeat, config=cfg, small_threads=small, **shape)
         times = [f"{r['dense_ms']:.1f}", f"{r['prism_ms']:.1f}", f"{r['speedup']:.2f}x"]
         times += [f"{r['prism_local_ms']:.1f}", f"{r['speedup_local']:.2f}x"]
         mib = [f"{r['dense_bytes'] / 2**20:.0f}", f"{r['prism_bytes'] / 2**20:.0f}"]
         mib.append(f"{r['prism_local_bytes'] / 2**20:.0f}")
         rows.append([n, r["kappa"], r["dense"], *times, *mib])
-        setting = {"n": n, "threads": args.threads, **shape, "kappa": r["kappa"], "config": r["config"]}
+        setting = {"n": n, "threads": args.threads, "small_threads": small or args.threads, **shape}
+        setting.update(kappa=r["kappa"], config=r["config"])
         records.append(
             record(
                 package="prism-attn",

@@ -33,7 +33,10 @@ class PrismConfig:
     with the largest Quest-style upper bound of q·k (per-page channel min/max of K, GQA-pooled), so it can
     reach regions the previous layer did not select. ``0`` turns it off (the proposal is then built from the
     previous selection only). ``global_span``: blocks per page of the global term (its metadata costs
-    2/(global_span·block) of the key cache per layer).
+    2/(global_span·block) of the key cache per layer). ``global_dtype``: the precision those page bounds are
+    stored and scored in — ``"auto"`` (bfloat16 for a float32 cache, which halves the bytes the global term
+    reads; the cache's own dtype otherwise, so float64 stays exact), ``"same"`` (the cache's dtype) or a
+    dtype name. The bounds are rounded outward, and refinement scores the proposed tokens exactly.
     """
 
     method: str = "prism"
@@ -50,6 +53,7 @@ class PrismConfig:
     page: int = 16
     global_pages: float = 1.0
     global_span: int = 1
+    global_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -71,6 +75,7 @@ class PrismConfig:
         check_int("page", self.page, low=1)
         check_number("global_pages", self.global_pages, low=0)
         check_int("global_span", self.global_span, low=1)
+        check_choice("global_dtype", self.global_dtype, ("auto", "same", *_DTYPES))
         if self.max_candidates is not None:
             check_number("max_candidates", self.max_candidates, low=1)
         for name in ("anchor_layers", "dense_layers"):
@@ -108,6 +113,14 @@ class PrismConfig:
     def global_count(self, kappa: int) -> int:
         """How many pages (of ``global_span`` blocks) the global term proposes for budget κ."""
         return math.ceil(self.global_pages * kappa / (self.global_span * self.block))
+
+    def global_meta_dtype(self, cache_dtype):
+        """The torch dtype of the global term's page bounds for a cache of ``cache_dtype``."""
+        import torch
+
+        if self.global_dtype == "same" or (self.global_dtype == "auto" and cache_dtype != torch.float32):
+            return cache_dtype
+        return torch.bfloat16 if self.global_dtype == "auto" else getattr(torch, self.global_dtype)
 
     def candidate_cap(self, kappa: int) -> int | None:
         return None if self.max_candidates is None else math.ceil(self.max_candidates * kappa)

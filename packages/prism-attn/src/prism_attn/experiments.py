@@ -30,8 +30,10 @@ def speed_stack(
     repeat: int = 3,
     config: PrismConfig | None = None,
     seed: int = 0,
+    small_threads: int | None = None,
 ) -> dict[str, Any]:
     """One decode step through a synthetic ``layers``-deep stack, dense versus Prism, timed side by side.
+    ``small_threads``: :class:`prism_attn.PrismDecoder`'s setting (``None``: every thread).
 
     The dense baseline is the faster (per layer, measured here) of SDPA with ``enable_gqa`` and the
     grouped-query matmul. Every layer gets its own random query; the KV caches (random, float32) cycle
@@ -78,7 +80,7 @@ def speed_stack(
             dense_layer(q, K, V)
 
     def stack_of(config):
-        dec = PrismDecoder(config, backend="torch")
+        dec = PrismDecoder(config, backend="torch", small_threads=small_threads)
 
         def run():
             for layer, (q, (K, V)) in enumerate(zip(qs, KVs)):

@@ -177,18 +177,87 @@ def forced_block_mask(n: int, block: int, sink: int, local: int, device=None) ->
     return is_forced
 
 
+def page_bound(q: torch.Tensor, meta) -> torch.Tensor:
+    """Quest's upper bound of q·k per page, unscaled: (B, H_kv, g, P) in q's dtype.
+
+    ``meta``: ``(lo, hi)``, each (B, H_kv, P, D) (:func:`prism_attn.baselines.quest_metadata`), or the
+    packed (B, H_kv, P, 2D) bounds of :class:`PageBounds` (q is then cast to their dtype)."""
+    Hkv = meta.shape[1] if isinstance(meta, torch.Tensor) else meta[0].shape[1]
+    qg = _grouped(q, Hkv)
+    # Σ_d max(q_d lo_d, q_d hi_d) = q⁺·hi + q⁻·lo
+    if isinstance(meta, torch.Tensor):  # one matmul over [hi | lo]
+        q2 = torch.cat([qg.clamp(min=0), qg.clamp(max=0)], dim=-1).to(meta.dtype)
+        return torch.matmul(q2, meta.transpose(-1, -2)).to(q.dtype)
+    lo, hi = meta
+    bound = torch.matmul(qg.clamp(min=0), hi.transpose(-1, -2))
+    return bound.add_(torch.matmul(qg.clamp(max=0), lo.transpose(-1, -2)))
+
+
+class PageBounds:
+    """The global term's page metadata for one layer, kept incrementally as the cache grows: each page's
+    channel max then channel min of K, packed as (B, H_kv, P, 2D) in ``dtype`` (``None``: K's dtype).
+
+    A narrower dtype halves the bytes the global term streams per step (bfloat16 for a float32 cache). The
+    max is rounded up and the min down, so the stored bounds still contain every key of their page; the
+    bound itself is then computed in that dtype, which only reorders pages whose bounds are within its
+    rounding (the proposal is a ranking: refinement scores the candidates exactly). Storage grows by
+    doubling, so a decode step rewrites only the last page instead of copying the metadata."""
+
+    def __init__(self, page: int, dtype: torch.dtype | None = None) -> None:
+        self.page, self.dtype = page, dtype
+        self._buf: torch.Tensor | None = None
+        self.n = 0
+
+    def update(self, K: torch.Tensor) -> torch.Tensor:
+        from prism_attn.baselines import quest_metadata
+
+        B, Hkv, n, D = K.shape
+        dtype = self.dtype or K.dtype
+        P = math.ceil(n / self.page)
+        buf = self._buf
+        fresh = buf is None or n < self.n or buf.shape[:2] != (B, Hkv) or buf.shape[3] != 2 * D
+        if fresh or buf.dtype != dtype or buf.device != K.device:
+            buf, start = None, 0
+        else:
+            start = self.n // self.page  # the last, possibly partial page is recomputed
+        if buf is None or buf.shape[2] < P:
+            grown = torch.empty(B, Hkv, max(P, 2 * buf.shape[2]) if buf is not None else P, 2 * D,
+                                dtype=dtype, device=K.device)  # fmt: skip
+            if buf is not None:
+                grown[:, :, :start] = buf[:, :, :start]
+            buf = grown
+        if P > start:
+            lo, hi = quest_metadata(K[:, :, start * self.page :], self.page)
+            buf[:, :, start:P, :D] = _round_toward(hi, dtype, up=True)
+            buf[:, :, start:P, D:] = _round_toward(lo, dtype, up=False)
+        self._buf, self.n = buf, n
+        return self.meta
+
+    @property
+    def meta(self) -> torch.Tensor | None:
+        """The packed bounds of the cache seen last, (B, H_kv, P, 2D), or ``None`` before any update."""
+        return None if self._buf is None else self._buf[:, :, : math.ceil(self.n / self.page)]
+
+
+def _round_toward(x: torch.Tensor, dtype: torch.dtype, *, up: bool) -> torch.Tensor:
+    """``x`` in ``dtype``, rounded up (or down) where the cast rounded the other way."""
+    y = x.to(dtype)
+    if dtype == x.dtype:
+        return y
+    back = y.to(x.dtype)
+    wrong = back < x if up else back > x
+    step = torch.nextafter(y, torch.full_like(y, math.inf if up else -math.inf))
+    return torch.where(wrong, step, y)
+
+
 def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, scaling: float, span: int = 1):
-    """The proposal's global term from per-page (min, max) metadata ``meta`` (each (B, H_kv, P, D),
-    :func:`prism_attn.baselines.quest_metadata` with page = span·block): the ``count`` pages holding no
+    """The proposal's global term from per-page (min, max) metadata ``meta`` (``(lo, hi)``, each
+    (B, H_kv, P, D), :func:`prism_attn.baselines.quest_metadata` with page = span·block, or the packed
+    bounds of :class:`PageBounds`): the ``count`` pages holding no
     sink/local block with the largest GQA-pooled softmax of the Quest bound, returned as their block ids
     (B, H_kv, count'·span) ascending, -1 past the last block — the vectorised
     :func:`prism_attn.reference.global_blocks`."""
-    lo, hi = meta
-    qg = _grouped(q, lo.shape[1])
-    # Σ_d max(q_d lo_d, q_d hi_d) = q⁺·hi + q⁻·lo
-    bound = torch.matmul(qg.clamp(min=0), hi.transpose(-1, -2))
-    bound += torch.matmul(qg.clamp(max=0), lo.transpose(-1, -2))
-    pooled = torch.softmax(bound.mul_(scaling), dim=-1).sum(2)
+    pooled = torch.softmax(page_bound(q, meta).mul_(scaling), dim=-1).sum(2)
     P = pooled.shape[-1]
     nb = math.ceil(n / block)
     forced = forced_block_mask(n, block, sink, local, q.device)
