@@ -253,3 +253,15 @@ def test_bfloat16_global_term_finds_the_needle_in_a_float32_cache():
     assert cfg.global_meta_dtype(torch.float64) == torch.float64  # float64 stays exact
     _, sels = decode_step(qs, Ks, Vs, cfg)
     assert all((sels[2][0, j] == needle).any() for j in range(2))
+
+
+def test_large_kappa_ordering_and_odd_blocks_match_the_reference():
+    g = torch.Generator().manual_seed(4)
+    x = torch.rand(2, 3, 1500, generator=g, dtype=torch.float64)
+    for kappa in (100, 513, 1400):  # sort below 513, the row-mask ordering above
+        expect = torch.topk(x, kappa, dim=-1).indices.sort(dim=-1).values
+        assert torch.equal(ops._topk_sorted(x, kappa), expect)
+    prev = torch.randint(0, 203, (2, 2, 12), generator=g).sort(-1).values
+    for block in (3, 5, 8):  # a floor division for odd blocks, a shift for powers of two
+        kw = dict(radius=1, block=block, sink=4, local=9, cap=30)
+        assert torch.equal(propose(prev, 203, **kw), reference.propose(prev, 203, **kw))

@@ -79,7 +79,16 @@ def _topk_sorted(pooled: torch.Tensor, kappa: int) -> torch.Tensor:
         pos = _topk_filtered(pooled, kappa)
         if pos is not None:
             return pos
-    return torch.topk(pooled, kappa, dim=-1, sorted=False).indices.sort(dim=-1).values
+    return _ascending(torch.topk(pooled, kappa, dim=-1, sorted=False).indices, n)
+
+
+def _ascending(idx: torch.Tensor, n: int) -> torch.Tensor:
+    """The distinct positions ``idx`` (…, k) in [0, n), sorted along the last dim: marked in a (rows, n)
+    mask and read back in order — on the CPU ~3× faster than ``sort`` for k in the thousands."""
+    rows = idx.reshape(-1, idx.shape[-1])
+    mask = torch.zeros(rows.shape[0], n, dtype=torch.bool, device=idx.device)
+    mask.scatter_(1, rows, True)
+    return mask.nonzero()[:, 1].view(idx.shape)
 
 
 _FILTER_MIN = 65536  # rows shorter than this go straight to torch.topk (no gain at 32K)
@@ -278,7 +287,10 @@ def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tens
     dev = prev.device
     valid = prev >= 0
     counts = torch.zeros(B, Hkv, nb, dtype=torch.long, device=dev)
-    counts.scatter_add_(-1, prev.clamp(min=0) // block, valid.long())
+    pos = prev.clamp(min=0)
+    # a shift is ~6x cheaper than an int64 floor division on the CPU
+    owner = pos >> (block.bit_length() - 1) if block & (block - 1) == 0 else pos // block
+    counts.scatter_add_(-1, owner, valid.long())
     sel = counts > 0
     # region mass: selected tokens in each run of consecutive selected blocks
     start = sel & ~F.pad(sel[..., :-1], (1, 0), value=False)
