@@ -223,3 +223,31 @@ def test_default_state_is_8x8_and_adapter_is_small():
     assert all(layer.cfg.rank == 8 for layer in memory_layers(m))
     n = count_memory_parameters(m)
     assert 4 * n < 400 * 1024  # float32 bytes: a few hundred KB for a 256-wide, 4-layer backbone
+
+
+def test_fused_corrections_equal_the_plain_ones_and_deepcopy_stays_separate(tiny_llama, monkeypatch):
+    import delta_mem.wrap as wrap
+
+    attach_delta_mem(tiny_llama, DeltaMemConfig(delta_targets=("q", "k", "v", "o")))
+    _randomise_corrections(tiny_llama, 0.1)
+    ids = _ids(T=12)
+
+    def run():
+        reset_state(tiny_llama)
+        out = tiny_llama(input_ids=ids).logits
+        out.logsumexp(-1).mean().backward()
+        grads = {n: p.grad.clone() for n, p in memory_parameters(tiny_llama).items()}
+        tiny_llama.zero_grad()
+        return out.detach(), grads
+
+    fused, fused_grads = run()
+    monkeypatch.setattr(wrap, "_add_correction", lambda y, layer, t: wrap._add(y, layer.correction(t)))
+    plain, plain_grads = run()
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-6)
+    for n, g in plain_grads.items():
+        torch.testing.assert_close(fused_grads[n], g, rtol=1e-4, atol=1e-6)
+    reset_state(tiny_llama)  # a state holding an autograd graph cannot be deep-copied
+    twin = copy.deepcopy(tiny_llama)  # the patched projections follow the copy, not the original
+    with torch.no_grad():
+        twin(input_ids=ids)
+    assert all(s is None for s in get_state(tiny_llama)) and all(s is not None for s in get_state(twin))

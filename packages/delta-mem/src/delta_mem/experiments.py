@@ -296,7 +296,6 @@ def _cache_kwargs(out) -> dict:
     return {"past_key_values": out.past_key_values}
 
 
-@torch.no_grad()
 @torch.no_grad()  # inference, as `generate` runs it: no autograd graph through the trainable memory
 def decode_seconds(model, prompt: torch.Tensor, steps: int) -> float:
     """Seconds for ``steps`` greedy decode steps with a KV cache after a prefill (prefill not timed)."""

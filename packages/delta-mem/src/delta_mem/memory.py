@@ -189,13 +189,18 @@ class DeltaMemLayer(nn.Module):
         B = x.shape[0]
         H, r = self.cfg.heads, self.cfg.rank
         z = nn.functional.linear(x[:, 0], self.in_proj.weight, self.in_proj.bias).view(B, -1, H, r)
-        qk = nn.functional.normalize(torch.tanh(z[:, :2]), dim=-1)  # (B, 2, H, r)
+        t = torch.tanh(z[:, :2])  # (B, 2, H, r); F.normalize's x / max(‖x‖, 1e-12) in fewer dispatches
+        qk = t / torch.linalg.vector_norm(t, dim=-1, keepdim=True).clamp_min_(1e-12)
         S = x.new_zeros(B, H, r, r) if self.state is None else self.state
         rk = S @ qk.permute(0, 2, 3, 1)  # (B, H, r, 2): the read S q̃ and S k̃ in one product
         k = qk[:, 1]
         beta = torch.sigmoid(z[:, 3])
         mode = self.cfg.state_update_mode
-        if mode == "no_lambda":  # keep = 1, erase = write = β
+        if mode == "standard" and self.cfg.couple_lambda:
+            # keep = 1 − β, erase = write = β:  S' = (1 − β) S + β (ṽ − S k̃) k̃ᵀ = lerp(S, (ṽ − S k̃) k̃ᵀ, β)
+            target = (z[:, 2] - rk[..., 1])[..., None] * k[:, :, None, :]
+            self.state = torch.lerp(S, target, beta[..., None])
+        elif mode == "no_lambda":  # keep = 1, erase = write = β
             self.state = torch.addcmul(S, (beta * (z[:, 2] - rk[..., 1]))[..., None], k[:, :, None, :])
         else:
             lam = 1.0 - beta if self.cfg.couple_lambda else torch.sigmoid(z[:, 4])
@@ -216,7 +221,8 @@ class DeltaMemLayer(nn.Module):
                 "call reset_state(model)"
             )
         if T == 1 and self.cfg.write_granularity == "token" and self.state is not None:
-            return self._decode_step(x.to(self.in_proj.weight.dtype))
+            dtype = self.in_proj.weight.dtype
+            return self._decode_step(x if x.dtype == dtype else x.to(dtype))
         if self.cfg.check_finite and not bool(torch.isfinite(x).all()):
             raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
         x = x.to(self.in_proj.weight.dtype)
@@ -239,4 +245,4 @@ class DeltaMemLayer(nn.Module):
 
     def correction(self, target: str) -> torch.Tensor:
         """``(α/r) W_Δ r_t`` for ``target`` (``reads`` already carry the α/r scale)."""
-        return self.deltas[target](self.reads)
+        return nn.functional.linear(self.reads, self.deltas[target].weight)  # no module-call overhead

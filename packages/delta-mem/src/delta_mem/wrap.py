@@ -78,11 +78,9 @@ def attach_delta_mem(
         layer = DeltaMemLayer(_hidden_size(attn), dims, cfg, index).to(device)
         layer.context = ctx
         setattr(attn, ATTR, layer)
-        handles = [attn.register_forward_pre_hook(_read_hook, with_kwargs=True)]
-        for t in cfg.delta_targets:
-            handles.append(getattr(attn, PROJ[t]).register_forward_hook(_make_correction_hook(layer, t)))
-        handles.append(attn.register_forward_hook(_clear_hook))
-        layer._handles = handles
+        for t in PROJ:
+            proj = getattr(attn, PROJ[t])
+            proj.forward = _PatchedForward(proj, layer, t, t in cfg.delta_targets)
         names.append(name)
     handle = model.register_forward_pre_hook(_make_ids_hook(ctx), with_kwargs=True)
     model._delta_mem_handles = [handle]
@@ -95,8 +93,8 @@ def detach_delta_mem(model: nn.Module) -> None:
     for mod in list(model.modules()):
         layer = getattr(mod, ATTR, None)
         if isinstance(layer, DeltaMemLayer):
-            for h in layer._handles:
-                h.remove()
+            for attr in PROJ.values():
+                getattr(mod, attr).__dict__.pop("forward", None)
             delattr(mod, ATTR)
     for h in getattr(model, "_delta_mem_handles", []):
         h.remove()
@@ -114,28 +112,41 @@ def _make_ids_hook(ctx: _Context):
     return hook
 
 
-def _read_hook(attn, args, kwargs):
-    x = kwargs.get("hidden_states", args[0] if args else None)
-    if x is None:
-        raise InputError("δ-Mem could not find the attention module's hidden_states input")
-    layer: DeltaMemLayer = getattr(attn, ATTR)
-    layer.reads = layer(x)
-    return None
+class _PatchedForward:
+    """A projection's own forward, patched on the instance (its parameters and state-dict names stay).
 
+    The first of q/k/v in an attention call runs the memory on the attention's input (read before write);
+    a targeted projection adds its correction; ``o_proj``, the last, ends the call. Patching the forward
+    instead of registering module hooks keeps the per-token cost of a decode step low. A plain object
+    (not a closure), so ``copy.deepcopy`` and pickling of a wrapped model keep it pointing at the copy."""
 
-def _make_correction_hook(layer: DeltaMemLayer, target: str):
-    def hook(module, args, output):
+    def __init__(self, proj: nn.Linear, layer: DeltaMemLayer, target: str, corrected: bool) -> None:
+        self.proj, self.layer, self.target, self.corrected = proj, layer, target, corrected
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        layer = self.layer
+        y = nn.functional.linear(x, self.proj.weight, self.proj.bias)
+        if self.target == "o":
+            if self.corrected and layer.reads is not None:
+                y = _add_correction(y, layer, "o")
+            layer.reads = None
+            return y
         if layer.reads is None:
-            return output
-        delta = layer.correction(target)
-        return output + (delta if delta.dtype == output.dtype else delta.to(output.dtype))
-
-    return hook
+            layer.reads = layer(x)
+        return _add_correction(y, layer, self.target) if self.corrected else y
 
 
-def _clear_hook(attn, args, output):
-    getattr(attn, ATTR).reads = None
-    return output
+def _add_correction(y: torch.Tensor, layer: DeltaMemLayer, target: str) -> torch.Tensor:
+    """y + W_Δ reads; one fused in-place ``addmm_`` on the projection's fresh output when dtypes agree."""
+    reads, weight = layer.reads, layer.deltas[target].weight
+    if reads.dtype != y.dtype or weight.dtype != y.dtype or not y.is_contiguous():
+        return _add(y, layer.correction(target))
+    y.view(-1, y.shape[-1]).addmm_(reads.reshape(-1, reads.shape[-1]), weight.t())
+    return y
+
+
+def _add(y: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    return y + (delta if delta.dtype == y.dtype else delta.to(y.dtype))
 
 
 def reset_state(model: nn.Module) -> None:
