@@ -44,6 +44,9 @@ def test_search_bad_files_exit_2_without_output(tmp_path, capsys):
     assert "dimension 3" in _error(capsys, [*base, str(tmp_path / "c4.npy")])
     assert "NaN" in _error(capsys, [*base, str(tmp_path / "nan.npy")])
     assert "does not exist" in _error(capsys, [*base, str(tmp_path / "missing.npy")])
+    np.save(tmp_path / "empty.npy", np.ones((0, 3)))
+    assert "--codebook is empty" in _error(capsys, [*base, str(tmp_path / "empty.npy")])
+    assert "--chunk-size" in _error(capsys, [*base, str(tmp_path / "c4.npy"), "--chunk-size", "0"])
     (tmp_path / "junk.npy").write_text("junk")
     assert "not a readable" in _error(capsys, [*base, str(tmp_path / "junk.npy")])
     assert not out.exists()
@@ -62,7 +65,9 @@ def test_train_digits_prints_diagnostics_and_writes_json(tmp_path, capsys):
 
 def test_train_errors(capsys):
     assert "known quantizers: asvq, vq" in _error(capsys, ["train", "--quantizer", "lfq", "--steps", "1"])
-    assert "codebook_size" in _error(capsys, ["train", "--codebook-size", "1", "--steps", "1"])
+    assert "--codebook-size" in _error(capsys, ["train", "--codebook-size", "1", "--steps", "1"])
+    assert "--lr" in _error(capsys, ["train", "--lr", "-1", "--steps", "1"])
+    assert "--batch-size" in _error(capsys, ["train", "--batch-size", "0", "--steps", "1"])
     _error(capsys, ["train", "--data", "cifar"])
 
 

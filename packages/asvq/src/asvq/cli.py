@@ -40,6 +40,8 @@ def _load_npy(path: str, what: str) -> np.ndarray:
         raise InputError(f"{what} file {path!r} is not a readable .npy array ({exc})") from None
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
         raise InputError(f"{what} must be a 2-D numeric array (rows, features), got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InputError(f"{what} is empty: it must hold at least one row")
     if not np.isfinite(arr).all():
         raise InputError(f"{what} contains NaN or infinite values")
     return arr
@@ -79,9 +81,17 @@ def _train(args: argparse.Namespace) -> None:
     from asvq.diagnostics import codebook_stats
     from asvq.registry import QUANTIZERS
     from asvq.training import train_autoencoder
+    from papershelf.errors import check_int, check_number
 
     if args.quantizer not in QUANTIZERS:
         raise InputError(f"unknown quantizer {args.quantizer!r}; known quantizers: {', '.join(QUANTIZERS)}")
+    # checked here so that the errors name the flags, before any data is loaded
+    check_int("--codebook-size", args.codebook_size, low=2)
+    for flag, value in (("--dim", args.dim), ("--tokens", args.tokens), ("--steps", args.steps),
+                        ("--batch-size", args.batch_size)):  # fmt: skip
+        check_int(flag, value, low=1)
+    check_number("--lr", args.lr, low=0, low_open=True)
+    check_number("--quantizer-lr", args.quantizer_lr, low=0, low_open=True)
     options: dict[str, Any] = {}
     if args.quantizer == "asvq":
         options["scale"] = args.scale
@@ -144,14 +154,16 @@ def _search(args: argparse.Namespace) -> None:
     import torch
 
     from asvq.search import nearest_code
+    from papershelf.errors import check_int
 
+    chunk_size = check_int("--chunk-size", args.chunk_size, low=1)
     x = _load_npy(args.vectors, "--vectors")
     c = _load_npy(args.codebook, "--codebook")
     if x.shape[1] != c.shape[1]:
         raise InputError(f"--vectors have dimension {x.shape[1]} but the --codebook has {c.shape[1]}")
     dtype = torch.float64 if np.float64 in (x.dtype, c.dtype) else torch.float32
     idx = nearest_code(
-        torch.as_tensor(x, dtype=dtype), torch.as_tensor(c, dtype=dtype), chunk_size=args.chunk_size
+        torch.as_tensor(x, dtype=dtype), torch.as_tensor(c, dtype=dtype), chunk_size=chunk_size
     )
     _save_npy(args.out, idx.numpy())
     print(f"{x.shape[0]} vectors, {c.shape[0]} codes, d = {x.shape[1]}: indices written to {args.out}")
