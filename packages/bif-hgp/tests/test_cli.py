@@ -60,6 +60,7 @@ def test_bad_inputs_exit_2_without_writing(tmp_path, capsys):
     assert "--problem must be one of" in _error(capsys, [*base, "--problem", "branin"])
     assert "--method must be one of" in _error(capsys, [*base, "--method", "turbo"])
     assert "noise must be in" in _error(capsys, [*base, "--noise", "-1", "--budget", "4"])
+    assert "--budget must be an integer in [1, 2000]" in _error(capsys, [*base, "--budget", "100000000"])
     assert "grid must be an integer" in _error(capsys, ["run", "--grid", "1", "--budget", "4"])
     assert "child_acquisition must be one of" in _error(
         capsys, [*base, "--child-acquisition", "thompson", "--budget", "4"]

@@ -60,6 +60,10 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+# Every BO step refits exact GPs on all points so far (O(n³) each): beyond this a run takes days.
+MAX_BUDGET = 2000
+
+
 # ---- run -------------------------------------------------------------------------------------------
 @app.command(
     "run",
@@ -86,7 +90,7 @@ def _run(args: argparse.Namespace) -> None:
     check_choice("--problem", args.problem, PROBLEM_CHOICES)
     check_choice("--method", args.method, METHOD_CHOICES)
     out = _out_path(args.out)
-    budget = check_int("--budget", args.budget, low=1)
+    budget = check_int("--budget", args.budget, low=1, high=MAX_BUDGET)
     n_init = check_int("--n-init", args.n_init, low=0)
     if budget < n_init:
         raise InputError(f"--budget ({budget}) must be at least the initial design --n-init ({n_init})")
@@ -171,8 +175,8 @@ def _transfer(args: argparse.Namespace) -> None:
             f"{args.target} has {list(tgt_children)}"
         )
     seeds = check_int("--seeds", args.seeds, low=1)
-    budget = check_int("--budget", args.budget, low=4)
-    sbudget = check_int("--source-budget", args.source_budget, low=4)
+    budget = check_int("--budget", args.budget, low=4, high=MAX_BUDGET)
+    sbudget = check_int("--source-budget", args.source_budget, low=4, high=MAX_BUDGET)
     out = _out_path(args.out)
     limit_threads()
     res = transfer_experiment(
@@ -250,7 +254,7 @@ def _bench(args: argparse.Namespace) -> None:
 
     out = _out_path(args.out)
     seeds = 2 if args.quick else check_int("--seeds", args.seeds, low=2)
-    budget = 8 if args.quick else check_int("--budget", args.budget, low=4)
+    budget = 8 if args.quick else check_int("--budget", args.budget, low=4, high=MAX_BUDGET)
     grid = 8 if args.quick else None
     t_budget = 10 if args.quick else 60
     limit_threads()
