@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 from prism_attn import PrismConfig, attention_loss, decode_step, ops, propose, reference, refine, select_topk
-from prism_attn.baselines import quest_metadata, quest_select, sdpa_decode
+from prism_attn.baselines import QuestCache, quest_metadata, quest_select, sdpa_decode
 from prism_attn.data import planted_stack, random_cache
 
 
@@ -139,6 +139,11 @@ def test_quest_fast_equals_reference_and_incremental_metadata():
     lo2, hi2 = quest_metadata(K, 8, start_page=150 // 8, out=(lo, hi))
     full = quest_metadata(K, 8)
     assert torch.equal(lo2, full[0]) and torch.equal(hi2, full[1])
+    cache = QuestCache(8)
+    for n in range(1, 204, 7):  # a growing cache: buffers doubled, only the last page recomputed
+        got = cache.update(K[:, :, :n])
+        want = quest_metadata(K[:, :, :n], 8)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     # the bound really bounds q·k on every page
     s = torch.einsum("bhd,bhnd->bhn", q, K.repeat_interleave(2, 1))
     qg = q.reshape(1, 2, 2, 16)

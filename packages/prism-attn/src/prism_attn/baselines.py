@@ -74,14 +74,27 @@ class QuestCache:
 
     def __init__(self, page: int) -> None:
         self.page = page
-        self.meta = None
+        self.meta = None  # (lo, hi) of the cache seen last: views of the buffers below
+        self._lo = self._hi = None  # grown by doubling, so a decode step rewrites only its last page
         self.n = 0
 
     def update(self, K: torch.Tensor):
-        n = K.shape[2]
-        if self.meta is None or n < self.n or self.meta[0].shape[:2] != K.shape[:2]:
-            self.meta = quest_metadata(K, self.page)
-        elif n != self.n:
-            self.meta = quest_metadata(K, self.page, start_page=self.n // self.page, out=self.meta)
+        B, Hkv, n, D = K.shape
+        P = math.ceil(n / self.page)
+        lo = self._lo
+        fresh = lo is None or n < self.n or lo.shape[:2] != (B, Hkv) or lo.shape[3] != D
+        fresh = fresh or lo.dtype != K.dtype or lo.device != K.device
+        start = 0 if fresh else self.n // self.page  # the last, possibly partial page is recomputed
+        if fresh or lo.shape[2] < P:
+            size = P if fresh else max(P, 2 * lo.shape[2])
+            new_lo = torch.empty(B, Hkv, size, D, dtype=K.dtype, device=K.device)
+            new_hi = torch.empty_like(new_lo)
+            if not fresh:
+                new_lo[:, :, :start], new_hi[:, :, :start] = lo[:, :, :start], self._hi[:, :, :start]
+            self._lo, self._hi = new_lo, new_hi
+        if P > start:
+            part_lo, part_hi = quest_metadata(K[:, :, start * self.page :], self.page)
+            self._lo[:, :, start:P], self._hi[:, :, start:P] = part_lo, part_hi
         self.n = n
+        self.meta = (self._lo[:, :, :P], self._hi[:, :, :P])
         return self.meta
