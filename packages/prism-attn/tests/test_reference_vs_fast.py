@@ -270,3 +270,28 @@ def test_large_kappa_ordering_and_odd_blocks_match_the_reference():
     for block in (3, 5, 8):  # a floor division for odd blocks, a shift for powers of two
         kw = dict(radius=1, block=block, sink=4, local=9, cap=30)
         assert torch.equal(propose(prev, 203, **kw), reference.propose(prev, 203, **kw))
+
+
+def test_small_budgets_shrink_the_block_and_a_growing_cache_follows():
+    cfg = PrismConfig(block=16)
+    assert [cfg.block_for(k) for k in (2048, 128, 100, 64, 32, 3)] == [16, 16, 8, 8, 4, 1]
+    assert PrismConfig(block=16, min_blocks=0).block_for(32) == 16
+    assert cfg.global_count(32) == 8  # κ tokens' worth of 4-token blocks
+    # one decoder over a growing cache whose κ = n/8 crosses the thresholds: equal to the reference
+    from prism_attn import PrismDecoder
+
+    qs, Ks, Vs = _stack(400, layers=3)
+    cfg = PrismConfig(kappa=0.125, kappa_min=8, block=8, radius=1, local=8, dense_layers=())
+    dec = PrismDecoder(cfg, backend="torch")
+    for n in (60, 61, 130, 260, 400):  # κ = 8, 8, 17, 33, 50: blocks 1, 1, 2, 4, 4
+        outs, sels = [], []
+        for layer in range(3):
+            o, idx = dec.step(layer, qs[layer], Ks[layer][:, :, :n], Vs[layer][:, :, :n])
+            outs.append(o), sels.append(idx)
+        ref_outs, ref_sels = reference.decode_step(
+            qs, [K[:, :, :n] for K in Ks], [V[:, :, :n] for V in Vs], cfg
+        )
+        for o, r in zip(outs, ref_outs):
+            torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-12)
+        for s, r in zip(sels, ref_sels):
+            assert (s is None) == (r is None) and (s is None or torch.equal(s, r))

@@ -22,6 +22,10 @@ class PrismConfig:
     ``kappa``: the budget κ in tokens per KV head; an ``int`` is absolute, a ``float`` in (0, 1] is a fraction
     of the cache length n (κ = max(kappa_min, ⌈kappa·n⌉)). A cache with n ≤ κ is attended densely.
     ``radius``: the proposal's dilation of the previous layer's selection, in blocks of ``block`` tokens.
+    ``min_blocks``: a small budget still spans this many blocks — for κ < min_blocks·block the proposal and
+    the global term use blocks of the largest power of two ≤ κ/min_blocks tokens (at least 1) instead of
+    ``block`` (:meth:`block_for`); ``0`` keeps ``block`` at every κ. With the default κ ≥ 128 this never
+    applies; it matters for explicit small budgets such as κ = n/16 on short contexts.
     ``sink`` / ``local``: tokens at the start / end of the cache that are always candidates.
     ``max_candidates``: the candidate cap as a multiple of κ (``None``: no cap).
     ``anchor_layers``: layers that compute exact top-κ (``None``: every ``anchor_every``-th layer from 0).
@@ -44,6 +48,7 @@ class PrismConfig:
     kappa_min: int = 128
     radius: int = 1
     block: int = 16
+    min_blocks: int = 8
     sink: int = 4
     local: int = 64
     max_candidates: float | None = 2.0
@@ -69,6 +74,7 @@ class PrismConfig:
         check_int("kappa_min", self.kappa_min, low=1)
         check_int("radius", self.radius, low=0)
         check_int("block", self.block, low=1)
+        check_int("min_blocks", self.min_blocks, low=0)
         check_int("sink", self.sink, low=0)
         check_int("local", self.local, low=0)
         check_int("anchor_every", self.anchor_every, low=1)
@@ -110,9 +116,16 @@ class PrismConfig:
     def is_dense(self, layer: int) -> bool:
         return self.method == "dense" or layer in self.dense_layers
 
+    def block_for(self, kappa: int) -> int:
+        """The proposal's block size for budget κ: ``block``, or smaller so κ spans ``min_blocks`` blocks."""
+        if not self.min_blocks or kappa >= self.min_blocks * self.block:
+            return self.block
+        b = max(1, kappa // self.min_blocks)
+        return min(self.block, 1 << (b.bit_length() - 1))
+
     def global_count(self, kappa: int) -> int:
         """How many pages (of ``global_span`` blocks) the global term proposes for budget κ."""
-        return math.ceil(self.global_pages * kappa / (self.global_span * self.block))
+        return math.ceil(self.global_pages * kappa / (self.global_span * self.block_for(kappa)))
 
     def global_meta_dtype(self, cache_dtype):
         """The torch dtype of the global term's page bounds for a cache of ``cache_dtype``."""

@@ -99,15 +99,16 @@ class PrismDecoder:
         G = cfg.global_count(kappa)
         if not G:
             return None
+        block = cfg.block_for(kappa)
         bounds = self._bounds.get(layer)
-        if bounds is None:
+        if bounds is None or bounds.page != block * cfg.global_span:  # a budget that changed the block
             bounds = self._bounds[layer] = ops.PageBounds(
-                cfg.block * cfg.global_span, cfg.global_meta_dtype(K.dtype)
+                block * cfg.global_span, cfg.global_meta_dtype(K.dtype)
             )
         meta = bounds.update(K)
         self.bytes_read += meta.shape[2] * meta.shape[3] * meta.element_size() * K.shape[0] * K.shape[1]
         return ops.global_blocks(
-            q, meta, G, n, block=cfg.block, sink=cfg.sink, local=cfg.local, scaling=scaling,
+            q, meta, G, n, block=block, sink=cfg.sink, local=cfg.local, scaling=scaling,
             span=cfg.global_span,
         )  # fmt: skip
 
@@ -123,8 +124,9 @@ class PrismDecoder:
             out = self._sparse(q, K, V, idx, scaling)
             self.bytes_read += (2 * meta[0].shape[2] + 2 * idx.shape[-1]) * row
         else:
+            block = cfg.block_for(kappa)
             cand = ops._propose(
-                prev, n, cfg.radius, cfg.block, cfg.sink, cfg.local, cfg.candidate_cap(kappa), extra
+                prev, n, cfg.radius, block, cfg.sink, cfg.local, cfg.candidate_cap(kappa), extra
             )
             out, idx = ops.refine_attend(q, K, V, cand, kappa, scaling, work=self._work)
             self.bytes_read += (cand.shape[-1] + kappa) * row

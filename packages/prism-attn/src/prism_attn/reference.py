@@ -276,14 +276,15 @@ def decode_step(qs, Ks, Vs, config: PrismConfig, scaling: float | None = None):
             extra = None
             if G:
                 extra = global_blocks(
-                    q, K, G, block=config.block, sink=config.sink, local=config.local, scaling=scaling,
+                    q, K, G, block=config.block_for(kappa), sink=config.sink, local=config.local,
+                    scaling=scaling,
                     span=config.global_span,
                 )  # fmt: skip
             cand = propose(
                 prev,
                 n,
                 radius=config.radius,
-                block=config.block,
+                block=config.block_for(kappa),
                 sink=config.sink,
                 local=config.local,
                 cap=config.candidate_cap(kappa),
