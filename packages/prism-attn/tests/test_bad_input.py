@@ -31,6 +31,7 @@ def qkv():
         ({"global_pages": float("nan")}, "global_pages"),
         ({"global_span": 0}, "global_span"),
         ({"global_dtype": "int8"}, "global_dtype"),
+        ({"min_blocks": -1}, "min_blocks"),
     ],
 )
 def test_bad_config(kwargs, word):

@@ -35,6 +35,9 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         (["bench", "--quick", "--kappa", "-1"], "--kappa"),
         (["bench", "--quick", "--radius", "-2"], "radius"),
         (["bench", "--quick", "--threads", "0"], "--threads"),
+        (["bench", "--quick", "--small-threads", "0"], "--small-threads"),
+        (["bench", "--quick", "--min-blocks", "-1"], "min_blocks"),
+        (["bench", "--quick", "--global-dtype", "int8"], "global_dtype"),
         (["eval", "--model", "/no/such/folder", "--prompt-file", "x.txt"], "--model"),
     ],
 )
