@@ -65,12 +65,6 @@ def dense_decode(q, K, V, scaling: float | None = None) -> torch.Tensor:
     return torch.matmul(p, V).reshape(q.shape)
 
 
-def _attend(s_sel: torch.Tensor, valid: torch.Tensor, Vsel: torch.Tensor, shape) -> torch.Tensor:
-    """softmax over the selected logits (B, H_kv, g, k) with invalid entries masked, times Vsel."""
-    s_sel = s_sel.masked_fill(~valid[:, :, None, :], _NEG)
-    return torch.matmul(torch.softmax(s_sel, dim=-1), Vsel).reshape(shape)
-
-
 def _topk_sorted(pooled: torch.Tensor, kappa: int) -> torch.Tensor:
     """Positions of the κ largest entries of the last dim, ascending (exact; long rows go through
     :func:`_topk_filtered`)."""
@@ -134,8 +128,7 @@ def anchor(q, K, V, kappa: int, scaling: float, *, attend: bool = True):
         return None, idx
     g = s.shape[2]
     s_sel = s.gather(-1, idx[:, :, None, :].expand(-1, -1, g, -1))
-    valid = torch.ones_like(idx, dtype=torch.bool)
-    return _attend(s_sel, valid, gather_rows(V, idx), q.shape), idx
+    return _weighted_rows(V, idx, torch.softmax(s_sel, dim=-1)).view(q.shape), idx
 
 
 def dense_with_selection(q, K, V, kappa: int, scaling: float):
@@ -296,7 +289,8 @@ def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tens
     start = sel & ~F.pad(sel[..., :-1], (1, 0), value=False)
     run_id = torch.cumsum(start.long(), dim=-1)  # runs numbered from 1 per row; unselected blocks: ignored
     mass = torch.zeros(B, Hkv, nb + 1, dtype=torch.long, device=dev)
-    mass.scatter_add_(-1, run_id * sel, counts * sel)
+    # unselected blocks carry the previous run's id but count 0, so they add nothing to it
+    mass.scatter_add_(-1, run_id, counts)
     region = torch.where(sel, mass.gather(-1, run_id), 0)
     r = min(radius, nb)
     if r:
@@ -358,11 +352,23 @@ def refine_attend(
     if attend:
         g = s.shape[2]
         s_sel = s.gather(-1, pos[:, :, None, :].expand(-1, -1, g, -1))  # invalid entries are already -inf
-        vbuf = None if work is None else work.get("values", B * Hkv * idx.shape[-1] * D, V)
-        out = torch.matmul(torch.softmax(s_sel, dim=-1), gather_rows(V, idx, vbuf)).reshape(q.shape)
+        out = _weighted_rows(V, idx, torch.softmax(s_sel, dim=-1)).view(q.shape)
     if k < kappa:
         idx = F.pad(idx, (0, kappa - k), value=-1)
     return out, idx
+
+
+def _weighted_rows(V: torch.Tensor, idx: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Σ_j p[b, h, i, j] · V[b, h, idx[b, h, j]] → (B·H_kv·g, D) without materialising the gathered rows:
+    one ``embedding_bag`` over the flattened cache, a bag per query head (-1 entries must have p = 0)."""
+    B, Hkv, n, D = V.shape
+    g, k = p.shape[2], p.shape[3]
+    rows = (torch.arange(B * Hkv, device=V.device) * n).view(B, Hkv, 1) + idx.clamp(min=0)
+    bags = rows[:, :, None, :].expand(B, Hkv, g, k).reshape(-1)
+    offsets = torch.arange(0, bags.numel(), k, device=V.device)
+    return F.embedding_bag(
+        bags, V.reshape(B * Hkv * n, D), offsets, mode="sum", per_sample_weights=p.reshape(-1)
+    )
 
 
 def sparse_decode(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
@@ -372,7 +378,8 @@ def sparse_decode(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> t
     valid = idx >= 0
     Ks = gather_rows(K, idx)
     s = torch.matmul(_grouped(q, K.shape[1]), Ks.transpose(-1, -2)) * scaling
-    return _attend(s, valid, gather_rows(V, idx), q.shape)
+    p = torch.softmax(s.masked_fill(~valid[:, :, None, :], _NEG), dim=-1)
+    return _weighted_rows(V, idx, p).view(q.shape)
 
 
 def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
