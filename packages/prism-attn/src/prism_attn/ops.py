@@ -168,17 +168,6 @@ def propose(
     return _propose(prev.long(), n, radius, block, sink, local, cap, extra)
 
 
-def forced_block_mask(n: int, block: int, sink: int, local: int, device=None) -> torch.Tensor:
-    """(⌈n/block⌉,) bool: the blocks over the first ``sink`` and the last ``local`` tokens."""
-    nb = math.ceil(n / block)
-    is_forced = torch.zeros(nb, dtype=torch.bool, device=device)
-    if sink:
-        is_forced[: math.ceil(sink / block)] = True
-    if local:
-        is_forced[max(0, n - local) // block :] = True
-    return is_forced
-
-
 def page_bound(q: torch.Tensor, meta) -> torch.Tensor:
     """Quest's upper bound of q·k per page, unscaled: (B, H_kv, g, P) in q's dtype.
 
@@ -262,12 +251,16 @@ def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, sc
     pooled = torch.softmax(page_bound(q, meta).mul_(scaling), dim=-1).sum(2)
     P = pooled.shape[-1]
     nb = math.ceil(n / block)
-    forced = forced_block_mask(n, block, sink, local, q.device)
-    forced = F.pad(forced, (0, P * span - nb)).view(P, span).any(-1)  # pages holding a sink/local block
-    count = min(count, int((~forced).sum()))
+    # pages holding a sink block (the first ⌈sink/block⌉) or a local one (from (n − local) // block on):
+    # a prefix [0, a) and a suffix [b, P) of the pages
+    a = -(-math.ceil(sink / block) // span) if sink else 0
+    b = (max(0, n - local) // block) // span if local else P
+    count = min(count, max(0, b - a))
     if count == 0:
         return torch.empty(*pooled.shape[:2], 0, dtype=torch.long, device=q.device)
-    pages = _topk_sorted(pooled.masked_fill_(forced, -1.0), count)
+    pooled[..., :a] = -1.0
+    pooled[..., b:] = -1.0
+    pages = _topk_sorted(pooled, count)
     if span == 1:
         return pages
     blocks = (pages[..., None] * span + torch.arange(span, device=q.device)).flatten(-2)
@@ -299,11 +292,15 @@ def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tens
         near = region
     tier = torch.where(sel, 2 * region + 1, 2 * near)
     forced = 2 * n + 2
-    is_forced = forced_block_mask(n, block, sink, local, dev).expand(B, Hkv, nb)
-    if extra is not None and extra.shape[-1]:  # the global term's blocks join the sink and local blocks
-        hits = torch.zeros(B, Hkv, nb, dtype=torch.long, device=dev)
-        hits.scatter_add_(-1, extra.clamp(min=0), (extra >= 0).long())
-        is_forced = is_forced | (hits > 0)
+    # sink, local and the global term's blocks (padding -1 goes to a spare last column)
+    is_forced = torch.zeros(B, Hkv, nb + 1, dtype=torch.bool, device=dev)
+    if extra is not None and extra.shape[-1]:
+        is_forced.scatter_(-1, torch.where(extra >= 0, extra, nb), True)
+    is_forced = is_forced[..., :nb]
+    if sink:
+        is_forced[..., : math.ceil(sink / block)] = True
+    if local:
+        is_forced[..., max(0, n - local) // block :] = True
     tier = tier.masked_fill(is_forced, forced)
     key = tier * nb + torch.arange(nb - 1, -1, -1, device=dev)
     width = int((tier > 0).sum(-1).max())
