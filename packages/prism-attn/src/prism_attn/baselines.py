@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from prism_attn.config import check_decode_inputs, check_kappa
-from prism_attn.ops import _topk_sorted, dense_decode
+from prism_attn.ops import PageBounds, _topk_sorted, dense_decode
 
 __all__ = ["QuestCache", "dense_decode", "quest_metadata", "quest_select", "sdpa_decode"]
 
@@ -70,31 +70,16 @@ def quest_select(q, K, kappa: int, page: int = 16, scaling: float | None = None,
 
 
 class QuestCache:
-    """Quest's page metadata for one layer, updated incrementally as the cache grows."""
+    """Quest's page metadata for one layer, updated incrementally as the cache grows: the exact (K's
+    dtype) packed bounds of :class:`prism_attn.ops.PageBounds`, handed out as ``(lo, hi)`` views."""
 
     def __init__(self, page: int) -> None:
         self.page = page
-        self.meta = None  # (lo, hi) of the cache seen last: views of the buffers below
-        self._lo = self._hi = None  # grown by doubling, so a decode step rewrites only its last page
-        self.n = 0
+        self._bounds = PageBounds(page)
+        self.meta = None  # (lo, hi) of the cache seen last
 
     def update(self, K: torch.Tensor):
-        B, Hkv, n, D = K.shape
-        P = math.ceil(n / self.page)
-        lo = self._lo
-        fresh = lo is None or n < self.n or lo.shape[:2] != (B, Hkv) or lo.shape[3] != D
-        fresh = fresh or lo.dtype != K.dtype or lo.device != K.device
-        start = 0 if fresh else self.n // self.page  # the last, possibly partial page is recomputed
-        if fresh or lo.shape[2] < P:
-            size = P if fresh else max(P, 2 * lo.shape[2])
-            new_lo = torch.empty(B, Hkv, size, D, dtype=K.dtype, device=K.device)
-            new_hi = torch.empty_like(new_lo)
-            if not fresh:
-                new_lo[:, :, :start], new_hi[:, :, :start] = lo[:, :, :start], self._hi[:, :, :start]
-            self._lo, self._hi = new_lo, new_hi
-        if P > start:
-            part_lo, part_hi = quest_metadata(K[:, :, start * self.page :], self.page)
-            self._lo[:, :, start:P], self._hi[:, :, start:P] = part_lo, part_hi
-        self.n = n
-        self.meta = (self._lo[:, :, :P], self._hi[:, :, :P])
+        packed = self._bounds.update(K)
+        D = K.shape[3]
+        self.meta = (packed[..., D:], packed[..., :D])
         return self.meta
