@@ -21,6 +21,10 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         "layer-train-vs-chunkavg-quick",
     }
     assert all(r["ratio"] > 0 for r in recs)
+    loop = next(r for r in recs if r["benchmark"] == "chunk-update-vs-loop-quick")
+    # the bound is loop time over the factor stage alone, which is part of the loop's work
+    assert loop["bound_vs_loop"] == pytest.approx(loop["loop_ms"] / loop["factor_stage_ms"])
+    assert loop["bound_vs_loop"] > 1
     assert "closed form" in capsys.readouterr().out
 
 

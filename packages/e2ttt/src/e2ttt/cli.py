@@ -97,6 +97,11 @@ def _bench(args: argparse.Namespace) -> None:
         f"({c['closed_form_vs_loop']:.2f}x) | autograd reference loop {c['reference_tok_s']:,.0f} tok/s "
         f"({c['closed_form_vs_reference']:.2f}x)"
     )
+    print(
+        f"  shared gradient-factor stage {c['factor_stage_ms']:.1f} ms of the loop's {c['loop_ms']:.1f} ms "
+        f"(closed form {c['closed_form_ms']:.1f} ms): no update that needs the per-token gradients can beat "
+        f"this loop by more than {c['bound_vs_loop']:.2f}x"
+    )
     ratio = lay["ratio_vs_chunkavg"]["e2ttt"]
     print(f"layer training (fwd+bwd), {lay['setting']}:")
     print(
@@ -115,6 +120,7 @@ def _bench(args: argparse.Namespace) -> None:
             baseline_value=c["loop_tok_s"],
             repeats=c["repeats"],
             target=None if args.quick else 10.0,
+            **{key: c[key] for key in ("factor_stage_ms", "loop_ms", "closed_form_ms", "bound_vs_loop")},
         ),
         record(
             **common,

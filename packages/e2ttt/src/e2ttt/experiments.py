@@ -39,6 +39,14 @@ def chunk_update_throughput(*, B=1, H=16, d=64, dh=128, L=512, repeat=5, referen
         cmp = compare(
             lambda: per_token_chunk_update(fw, *args), lambda: e2ttt_chunk_update(fw, *args), repeat=repeat
         )
+    W, _, k, v, _, _, _, ln_w, ln_b = args
+
+    def factors():  # the per-token gradient factors at W_s that both fast paths need, nothing else
+        for s in fw.head_blocks(k.shape):
+            fw.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
+
+    with torch.no_grad():  # the loop again, interleaved with the factor stage alone
+        stage = compare(lambda: per_token_chunk_update(fw, *args), factors, repeat=repeat)
     ref = compare(
         lambda: chunk_loop(fw, *args),
         lambda: e2ttt_chunk_update(fw, *args),
@@ -54,6 +62,12 @@ def chunk_update_throughput(*, B=1, H=16, d=64, dh=128, L=512, repeat=5, referen
         "reference_tok_s": toks / ref.baseline.median,
         "closed_form_vs_loop": cmp.baseline.median / cmp.candidate.median,
         "closed_form_vs_reference": ref.baseline.median / ref.candidate.median,
+        # any update that needs the per-token gradients at W_s pays the factor stage, so no closed form
+        # can beat this loop by more than loop time / factor time (Amdahl)
+        "factor_stage_ms": 1e3 * stage.candidate.median,
+        "loop_ms": 1e3 * stage.baseline.median,
+        "closed_form_ms": 1e3 * cmp.candidate.median,
+        "bound_vs_loop": stage.baseline.median / stage.candidate.median,
         "repeats": repeat,
         "reference_repeats": reference_repeat,
     }

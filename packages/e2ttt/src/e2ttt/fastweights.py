@@ -203,17 +203,22 @@ class FastWeight:
         _, dy, k = factors
         return tuple((g,) for g in split(scaled(dy).transpose(-1, -2) @ k, -2))
 
+    def head_blocks(self, shape, block_elems: int = BLOCK_ELEMS) -> list[slice]:
+        """Slices of heads for k of ``shape`` (B, H, L, d), each block's largest per-token intermediate
+        (B · heads · L · max(d, dh) elements) at most ``block_elems`` (at least one head per block)."""
+        B, H, L, _ = shape
+        hb = max(1, min(H, block_elems // max(1, B * L * max(self.d, self.dh))))
+        return [slice(h, h + hb) for h in range(0, H, hb)]
+
     def chunk_grads(self, W, k, v, ln_w, ln_b, cs, *, block_elems: int = BLOCK_ELEMS):
         """``weighted_grads(token_grads(...), cs)`` computed over blocks of heads, each block's largest
         per-token intermediate (B · heads · L · max(d, dh) elements) at most ``block_elems`` so that the
         factors stay in cache between the forward, the backward and the weighted contractions."""
-        B, H, L, _ = k.shape
-        hb = max(1, min(H, block_elems // max(1, B * L * max(self.d, self.dh))))
-        if hb >= H:
+        blocks = self.head_blocks(k.shape, block_elems)
+        if len(blocks) == 1:
             return self.weighted_grads(self.token_grads(W, k, v, ln_w, ln_b), cs)
         parts = []
-        for h in range(0, H, hb):
-            s = slice(h, h + hb)
+        for s in blocks:
             f = self.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
             parts.append(self.weighted_grads(f, tuple(c[:, s] for c in cs)))
         return tuple(
@@ -222,13 +227,11 @@ class FastWeight:
 
     def token_grads_blocked(self, W, k, v, ln_w, ln_b, *, block_elems: int = BLOCK_ELEMS):
         """``token_grads`` over the same head blocks as :meth:`chunk_grads`, factors concatenated."""
-        B, H, L, _ = k.shape
-        hb = max(1, min(H, block_elems // max(1, B * L * max(self.d, self.dh))))
-        if hb >= H:
+        blocks = self.head_blocks(k.shape, block_elems)
+        if len(blocks) == 1:
             return self.token_grads(W, k, v, ln_w, ln_b)
         parts = [
-            self.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
-            for s in (slice(h, h + hb) for h in range(0, H, hb))
+            self.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s]) for s in blocks
         ]
         return (parts[0][0], *(torch.cat([p[i] for p in parts], 1) for i in range(1, len(parts[0]))))
 
