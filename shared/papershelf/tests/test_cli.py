@@ -52,6 +52,11 @@ def test_common_flags_version_usage_and_codes(capsys):
     assert app.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "toy 1.2.3"
     assert app.main(["ok", "--seed", "abc"]) == 2  # argparse usage error
+    capsys.readouterr()
+    for bad in ("-1", str(2**32), "1.5"):  # numpy rejects negative seeds with a traceback; catch them here
+        assert app.main(["ok", "--seed", bad]) == 2
+        assert "argument --seed" in capsys.readouterr().err
+    assert app.main(["ok", "--seed", str(2**32 - 1)]) == 0
     assert app.main([]) == 2  # no command: help, usage exit code
     assert app.main(["code"]) == 3
 

@@ -27,9 +27,23 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+MAX_SEED = 2**32 - 1  # the widest range every RNG on the shelf accepts (numpy's legacy RandomState)
+
+
+def seed_value(text: str) -> int:
+    """``--seed``: an integer in [0, 2**32 − 1] (numpy and torch both take it), else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_SEED}], got {value}")
+    return value
+
+
 # Flags a command may opt into by name; every package spells them the same way.
 COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "seed": (("--seed",), {"type": int, "default": 0, "help": "random seed (default: 0)"}),
+    "seed": (("--seed",), {"type": seed_value, "default": 0, "help": "random seed (default: 0)"}),
     "device": (
         ("--device",),
         {"choices": ("auto", "cpu", "cuda"), "default": "auto", "help": "compute device (default: auto)"},
