@@ -86,6 +86,7 @@ def test_train_and_reproduce_tiny(tmp_path, capsys):
         ["train", "--base-lr", "-1"],
         ["train", "--steps", "0"],
         ["reproduce", "--jobs", "0"],
+        ["reproduce", "--seeds", "0", "-1"],
         ["bench", "--repeat", "0"],
         ["train", "--rule", "mamba"],
     ],

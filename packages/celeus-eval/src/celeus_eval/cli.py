@@ -18,7 +18,7 @@ from celeus_eval.celeus import BOUNDS, ESTIMANDS, Celeus, check_vector
 from celeus_eval.io import read_labels_csv, read_pool_csv, read_vector
 from celeus_eval.signal import SAMPLING_RULES
 from papershelf.bench import write_records
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError
 from papershelf.repro import atomic_write_json, run_manifest
 
@@ -93,7 +93,9 @@ def _print_status(status: dict[str, Any]) -> None:
         *METHOD_ARGS,
         arg("--state", required=True, help="state file to create"),
         arg("--force", action="store_true", help="overwrite an existing state file"),
-        arg("--seed", type=int, default=None, help="random seed (default: fresh, stored in the state)"),
+        arg(
+            "--seed", type=seed_value, default=None, help="random seed (default: fresh, stored in the state)"
+        ),
     ],
 )
 def _init(args: argparse.Namespace) -> None:

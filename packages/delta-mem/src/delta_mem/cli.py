@@ -7,7 +7,7 @@ import math
 import time
 
 from delta_mem import __version__
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int, check_number
 
 app = App(
@@ -271,7 +271,7 @@ EXP_ARGS = [
     *MEM_ARGS,
     *DATA_ARGS,
     *TRAIN_ARGS,
-    arg("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)"),
+    arg("--seeds", type=seed_value, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)"),
     arg("--n-eval", type=int, default=100, help="held-out dialogues per seed (default 100)"),
     arg("--n-ppl", type=int, default=16, help="corpus windows for perplexity (default 16)"),
     arg("--decode-steps", type=int, default=64, help="timed decode steps (default 64)"),

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from e2ttt import __version__
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int
 
 app = App("e2ttt", __version__, "E²-TTT: test-time training with a closed-form chunk transition.")
@@ -253,7 +253,7 @@ def _train(args: argparse.Namespace) -> None:
     help="length extrapolation: train at a short context, test at 8x on passkey and MQAR, several seeds",
     args=[
         arg("--rules", nargs="+", choices=RULE_CHOICES, default=["e2ttt", "chunkavg", "swa"]),
-        arg("--seeds", type=int, nargs="+", default=[0, 1, 2]),
+        arg("--seeds", type=seed_value, nargs="+", default=[0, 1, 2]),
         arg("--jobs", type=int, default=1, help="parallel single-threaded runs (default 1)"),
         arg("--plot", default=None, metavar="FILE.png"),
         *MODEL_ARGS,
