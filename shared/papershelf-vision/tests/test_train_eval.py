@@ -76,6 +76,26 @@ def test_resume_with_another_config_is_refused(tmp_path):
         train(TrainConfig(preset="micro-resnet", **{**MICRO, "lr": 1.0}), tmp_path, quiet=True)
 
 
+@pytest.mark.parametrize("content", [b"", b"not a torch file", "foreign"])
+def test_a_corrupt_or_foreign_state_file_is_refused_and_kept(tmp_path, content):
+    from papershelf_vision.train import ship
+
+    state = tmp_path / "state.pt"
+    if content == "foreign":
+        torch.save({"step": 3}, state)
+    else:
+        state.write_bytes(content)
+    before = state.read_bytes()
+    with pytest.raises(InputError, match=r"state\.pt"):
+        train(TrainConfig(preset="micro-resnet", **MICRO), tmp_path, quiet=True)
+    (tmp_path / "best").mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / "best" / name).write_text("x")
+    with pytest.raises(InputError, match=r"state\.pt"):
+        ship(tmp_path, "never-shipped")
+    assert state.read_bytes() == before  # nothing overwritten
+
+
 def test_rerender_views_share_geometry_and_crop_each_rendering():
     from papershelf_vision.train import crops, source_batch
 

@@ -314,7 +314,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     center = torch.zeros(1, config.out_dim)
     step, best, elapsed0 = 0, -1.0, 0.0
     if state_file.is_file():
-        state = torch.load(state_file, map_location="cpu", weights_only=False)
+        state = load_state(state_file)
         saved = dict(state["config"])
         mine, defaults = asdict(config), {f.name: f.default for f in fields(TrainConfig)}
         diff = [k for k in mine if k not in ("steps", "log_every", "checkpoint_minutes")
@@ -406,6 +406,22 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     return summary
 
 
+STATE_KEYS = ("config", "student", "teacher", "opt", "center", "step", "best", "elapsed_s")
+
+
+def load_state(path: Path) -> dict:
+    """A run's ``state.pt``, or an ``InputError`` naming the file when it is missing, truncated or foreign
+    (the file is left as it is)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for a bad file
+        raise InputError(f"{path} is not a readable training state ({type(exc).__name__}: {exc})") from None
+    missing = [k for k in STATE_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise InputError(f"{path} is not a training state of this package (missing {', '.join(missing)})")
+    return state
+
+
 def corpus_id() -> str:
     import sklearn
 
@@ -472,7 +488,7 @@ def ship(run: str | Path, name: str, *, which: str = "best") -> Path:
         raise InputError(f"{src} holds no exported model (which must be 'best' or 'model' of a run folder)")
     if not name or "/" in name or name.startswith("."):
         raise InputError(f"bad checkpoint name {name!r}")
-    state = torch.load(run / "state.pt", map_location="cpu", weights_only=False)
+    state = load_state(run / "state.pt")
     dest = CHECKPOINTS / name
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src / "model.safetensors", dest / "model.safetensors")
