@@ -96,6 +96,26 @@ def test_train_logs_keeps_the_best_model_and_resumes(tiny_corpus, tmp_path):
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 3
 
 
+@pytest.mark.parametrize("bad", ["state-truncated", "state-foreign", "config-garbage", "config-unknown"])
+def test_resume_refuses_a_corrupt_run_folder_and_keeps_it(tiny_corpus, tmp_path, bad):
+    config = TrainConfig(preset="micro", corpus=str(tiny_corpus), batch_size=3, eval_every=2, max_steps=2,
+                         dev_utterances=2, warmup=1)  # fmt: skip
+    train(config, tmp_path, quiet=True)
+    state, saved = tmp_path / "state.pt", tmp_path / "train_config.json"
+    if bad == "state-truncated":
+        state.write_bytes(state.read_bytes()[:100])
+    elif bad == "state-foreign":
+        torch.save({"step": 1}, state)
+    elif bad == "config-garbage":
+        saved.write_text("{not json")
+    else:
+        saved.write_text(json.dumps({**json.loads(saved.read_text()), "colour": 1}))
+    before = state.read_bytes()
+    with pytest.raises(InputError, match="cannot resume"):
+        train(TrainConfig(**{**config.__dict__, "max_steps": 4}), tmp_path, quiet=True)
+    assert state.read_bytes() == before
+
+
 def test_load_refuses_missing_truncated_or_mismatched_weights(tmp_path):
     with pytest.raises(InputError, match="unknown checkpoint"):
         load("no-such-model")

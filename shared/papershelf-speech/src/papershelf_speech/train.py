@@ -14,7 +14,7 @@ import math
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +137,15 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "train_config.json"
     if saved.is_file():
-        previous = json.loads(saved.read_text())
+        try:
+            previous = json.loads(saved.read_text())
+            if not isinstance(previous, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot resume: {saved} is not a training config ({exc})") from None
+        unknown = sorted(set(previous) - {f.name for f in fields(TrainConfig)})
+        if unknown:
+            raise InputError(f"cannot resume: {saved} has unknown field(s) {unknown}")
         config = TrainConfig(**{**previous, **{k: v for k, v in asdict(config).items()
                                                if k in ("max_steps", "checkpoint_minutes")}})  # fmt: skip
     if not config.corpus:
@@ -163,7 +171,14 @@ def train(
     gen = torch.Generator().manual_seed(config.seed)
     state_path = out / "state.pt"
     if state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
+        try:
+            state = torch.load(state_path, weights_only=False)
+            missing = [k for k in ("model", "optimizer", "step", "epoch", "position", "elapsed", "best")
+                       if k not in state]  # fmt: skip
+        except Exception as exc:  # a truncated or foreign file must not become a traceback or a restart
+            raise InputError(f"cannot resume from {state_path}: {type(exc).__name__}: {exc}") from None
+        if missing:
+            raise InputError(f"cannot resume from {state_path}: not a training state (missing {missing})")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step, epoch, position = state["step"], state["epoch"], state["position"]
