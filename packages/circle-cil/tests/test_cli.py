@@ -78,6 +78,7 @@ def test_bad_inputs_exit_2(tmp_path, capsys):
     assert "--groups" in _error(capsys, ["run", "--dataset", "digits", "--reservoirs", "2", "--groups", "3"])
     assert "--method" in _error(capsys, ["run", "--dataset", "digits", "--method", "EWC"])
     assert "--dataset" in _error(capsys, ["run", "--dataset", "cifar"])
+    assert "--order-seed" in _error(capsys, ["run", "--dataset", "digits", "--order-seed", "-1"])
     assert "does not exist" in _error(capsys, ["run", "--dataset", str(tmp_path / "no.npz")])
     bad = tmp_path / "bad.npz"
     X = np.zeros((4, 1, 8, 8))

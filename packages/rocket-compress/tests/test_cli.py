@@ -122,6 +122,9 @@ def test_bad_input_exits_2_and_writes_nothing(folder, capsys, tmp_path):
         (notlm / "config.json").write_text(json.dumps(cfg))
         assert main(["eval", "--model", str(notlm), "--text", str(folder / "text.txt")]) == 2
         assert "not a causal LM" in capsys.readouterr().err
+    for flag in ("--task-n", "--task-length"):  # checked even without --tasks (were silently accepted)
+        assert main(["eval", "--model", str(folder / "dense"), flag, "-1"]) == 2
+        assert flag in capsys.readouterr().err
 
 
 def test_version_and_subprocess_smoke():

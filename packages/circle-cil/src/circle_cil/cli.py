@@ -12,7 +12,7 @@ import numpy as np
 
 from circle_cil import __version__
 from papershelf.bench import format_table, write_records
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int
 from papershelf.repro import atomic_path, atomic_write_json, run_manifest
 
@@ -104,7 +104,7 @@ _COLS = [
         arg("--units", type=int, default=128, help="units per reservoir, divisible by 4 (default 128)"),
         arg("--pooling", default="pyramid", help="mean, meanmax, grid, pyramid (default), flatten"),
         arg("--cov-update", default="hayes_kanan", help="hayes_kanan (published, default) or exact"),
-        arg("--order-seed", type=int, default=1993, help="class-order seed (default 1993)"),
+        arg("--order-seed", type=seed_value, default=1993, help="class-order seed (default 1993)"),
     ],
     common=["seed", "out", "quiet"],
 )

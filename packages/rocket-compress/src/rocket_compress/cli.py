@@ -205,6 +205,8 @@ def _eval(args: argparse.Namespace) -> None:
     from rocket_compress.pipeline import count_params
 
     _threads(args.threads)
+    task_n = check_int("--task-n", args.task_n, low=1)
+    task_length = check_int("--task-length", args.task_length, low=64)
     model, tok, label = load_any(_model_name(args))
     if args.text:
         if not Path(args.text).is_file():
@@ -221,7 +223,7 @@ def _eval(args: argparse.Namespace) -> None:
     )
     if args.tasks and not _is_testbed_vocab(model):
         raise InputError("--tasks need a model with the testbed tokenizer")
-    res = evaluate(model, windows, args.tasks, args.task_length, args.task_n)
+    res = evaluate(model, windows, args.tasks, task_length, task_n)
     res["params"] = count_params(model)
     print(
         f"{label}: "
