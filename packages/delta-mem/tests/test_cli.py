@@ -32,6 +32,8 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert main(["train", "--out", str(tmp_path / "a"), "--rank", "0"]) == 2
     assert main(["eval", "--adapter", str(tmp_path / "none.safetensors")]) == 2
     assert "is not a file" in capsys.readouterr().err
+    assert main(["bench", "--quick", "--model", "tiny-m", "--out", str(tmp_path / "b.json")]) == 2
+    assert "--quick runs a random tiny model" in capsys.readouterr().err  # not silently ignored
     assert not any(tmp_path.iterdir())
 
 

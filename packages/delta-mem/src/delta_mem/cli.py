@@ -47,7 +47,16 @@ TRAIN_ARGS = [
         help="first steps train on dialogues whose facts end right before the final window (default 0)",
     ),
 ]
-MODEL_ARG = arg("--model", default="tiny-s", help="testbed checkpoint (tiny-s, tiny-m) or a local HF folder")
+DEFAULT_MODEL = "tiny-s"
+MODEL_ARG = arg(
+    "--model",
+    default=None,
+    help=f"testbed checkpoint (tiny-s, tiny-m) or a local HF folder (default {DEFAULT_MODEL})",
+)
+
+
+def _model(args) -> str:
+    return args.model or DEFAULT_MODEL
 
 
 def _threads(n):
@@ -106,7 +115,7 @@ def _train(args: argparse.Namespace) -> None:
         raise InputError("--out FILE.safetensors is required: where to write the adapter")
     _threads(args.threads)
     mcfg, tcfg = _mem_config(args), _train_config(args)
-    model, label = load_backbone(args.model)
+    model, label = load_backbone(_model(args))
     t = time.perf_counter()
     train_memory(model, mcfg, tcfg)
     path = save_adapter(model, args.out)
@@ -141,7 +150,7 @@ def _eval(args: argparse.Namespace) -> None:
 
     _threads(args.threads)
     tcfg = _train_config(args)
-    backbone, label = load_backbone(args.model)
+    backbone, label = load_backbone(_model(args))
     model = copy.deepcopy(backbone)
     load_adapter(model, args.adapter)
     ds = eval_dialogues(check_int("--n", args.n, low=1), args.seed, tcfg)
@@ -189,7 +198,7 @@ def _diagnose(args: argparse.Namespace) -> None:
     after = check_int("--after", args.after, low=1)
     tcfg = _train_config(args, log_every=10)
     tcfg.steps, tcfg.curriculum_steps, tcfg.lm_weight, tcfg.curriculum_chat = after, after, 0.0, 8
-    model, label = load_backbone(args.model)
+    model, label = load_backbone(_model(args))
     from delta_mem.wrap import attach_delta_mem
 
     attach_delta_mem(model, mcfg)
@@ -284,13 +293,15 @@ def _run(args, quick: bool):
     _threads(args.threads)
     mcfg = _mem_config(args)
     if quick:
+        if args.model is not None:
+            raise InputError("--quick runs a random tiny model; drop --model (or drop --quick to use it)")
         tcfg = _train_config(args, lm_source="random", log_every=1)
         tcfg.steps, tcfg.batch, tcfg.window, tcfg.lm_batch, tcfg.n_people = 2, 2, 96, 1, 2
         return comparison("", (args.seed,), tcfg, mcfg, n_eval=4, n_ppl=2, decode_steps=4, quick=True)
     tcfg = _train_config(args)
     seeds = tuple(check_int("--seeds entry", s, low=0) for s in args.seeds)
     return comparison(
-        args.model,
+        _model(args),
         seeds,
         tcfg,
         mcfg,
@@ -469,7 +480,7 @@ def _decode_only(args) -> None:
     from papershelf.bench import record, write_records
 
     _threads(args.threads)
-    backbone, label = load_backbone(args.model)
+    backbone, label = load_backbone(_model(args))
     wrapped = copy.deepcopy(backbone)
     attach_delta_mem(wrapped, _mem_config(args))
     steps = check_int("--decode-steps", args.decode_steps, low=1)
