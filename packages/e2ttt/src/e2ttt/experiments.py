@@ -41,7 +41,7 @@ def chunk_update_throughput(*, B=1, H=16, d=64, dh=128, L=512, repeat=5, referen
         )
     W, _, k, v, _, _, _, ln_w, ln_b = args
 
-    def factors():  # the per-token gradient factors at W_s that both fast paths need, nothing else
+    def factors():  # the factors both fast paths need, per head block (token_grads_blocked minus its cat)
         for s in fw.head_blocks(k.shape):
             fw.token_grads(tuple(x[:, s] for x in W), k[:, s], v[:, s], ln_w[s], ln_b[s])
 
