@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 from papershelf_vision.evaluate import knn_accuracy, miou
-from papershelf_vision.train import TrainConfig, cosine, dino_loss, train
+from papershelf_vision.train import TrainConfig, cosine, dino_loss, loss_summary, train
 
 from papershelf.errors import InputError
 
@@ -31,6 +31,70 @@ def test_dino_loss_matches_a_direct_reading_of_the_equation():
                 total += float(-(pt * ls).sum()) / b
             pairs += 1
     assert float(dino_loss(s, t, c, n, 0.1, 0.04)) == pytest.approx(total / pairs, rel=1e-5)
+
+
+def test_dino_loss_with_renderings_uses_only_cross_rendering_pairs():
+    g = torch.Generator().manual_seed(1)
+    b, k, n = 2, 6, 6
+    s, t, c = torch.randn(n * b, k, generator=g), torch.randn(2 * b, k, generator=g), torch.zeros(1, k)
+    source = (0, 1, 0, 1, 0, 1)
+    terms = []
+    for i in range(2):
+        for v in range(n):
+            if source[v] != source[i]:
+                pt = torch.softmax(t[i * b : (i + 1) * b] / 0.04, -1)
+                ls = torch.log_softmax(s[v * b : (v + 1) * b] / 0.1, -1)
+                terms.append(float(-(pt * ls).sum(-1).mean()))
+    assert len(terms) == 6  # teacher 0 with student 1, 3, 5; teacher 1 with 0, 2, 4
+    got = float(dino_loss(s, t, c, n, 0.1, 0.04, source))
+    assert got == pytest.approx(sum(terms) / len(terms), rel=1e-5)
+    assert got != pytest.approx(float(dino_loss(s, t, c, n, 0.1, 0.04)), rel=1e-3)
+
+
+def test_info_nce_matches_a_direct_reading_of_nt_xent():
+    from papershelf_vision.train import info_nce
+
+    g = torch.Generator().manual_seed(2)
+    b, tau = 3, 0.2
+    z = torch.nn.functional.normalize(torch.randn(2 * b, 5, generator=g), dim=-1).double()
+    total = 0.0
+    for i in range(2 * b):
+        pos = (i + b) % (2 * b)
+        logits = torch.tensor([float(z[i] @ z[j]) / tau for j in range(2 * b) if j != i], dtype=torch.float64)
+        target = [j for j in range(2 * b) if j != i].index(pos)
+        total += float(-torch.log_softmax(logits, 0)[target])
+    loss, _ = info_nce(z, tau)
+    assert float(loss) == pytest.approx(total / (2 * b), rel=1e-9)
+    same = torch.cat([z[:b], z[:b]])  # each row's positive is itself: every row finds it
+    assert info_nce(same, tau)[1] == 1.0 and float(info_nce(same, tau)[0]) < float(loss)
+
+
+def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
+    from safetensors.torch import load_file
+
+    config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender", **MICRO)
+    full = train(config, tmp_path / "full", quiet=True)
+    assert full["finished"]
+    train(config, tmp_path / "part", max_minutes=1e-9, quiet=True)
+    train(config, tmp_path / "part", quiet=True)
+    a = torch.load(tmp_path / "full" / "state.pt", weights_only=False)
+    b = torch.load(tmp_path / "part" / "state.pt", weights_only=False)
+    assert all(torch.equal(a["student"][k], b["student"][k]) for k in a["student"])
+    exported = load_file(tmp_path / "full" / "model" / "model.safetensors")
+    student = {k.removeprefix("backbone."): v for k, v in a["student"].items() if k.startswith("backbone.")}
+    assert exported.keys() == student.keys() and all(torch.equal(exported[k], student[k]) for k in student)
+    log = [json.loads(line) for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+    assert all(0.0 <= r["positive_top1"] <= 1.0 for r in log if "loss" in r)
+    windows = loss_summary(tmp_path / "full" / "log.jsonl", every=2)["windows"]
+    assert len(windows) == 2 and all("positive_top1" in w and "teacher_entropy" not in w for w in windows)
+    assert (
+        json.loads((tmp_path / "full" / "model" / "config.json").read_text())["method"]
+        == "simclr-infonce-rerender"
+    )
+    with pytest.raises(InputError, match="objective"):
+        TrainConfig(preset="micro-resnet", objective="byol")
+    with pytest.raises(InputError, match="infonce_temp"):
+        TrainConfig(preset="micro-resnet", infonce_temp=0.0)
 
 
 def test_cosine_schedule_endpoints():
@@ -97,14 +161,21 @@ def test_a_corrupt_or_foreign_state_file_is_refused_and_kept(tmp_path, content):
 
 
 def test_rerender_views_share_geometry_and_crop_each_rendering():
-    from papershelf_vision.train import crops, source_batch
+    from papershelf_vision import data as D
+    from papershelf_vision.train import crops, source_batch, source_plan
 
     cfg = TrainConfig(preset="resnet-s", **MICRO)
-    re = TrainConfig(preset="resnet-s", views="rerender", **MICRO)
+    re = TrainConfig(preset="resnet-s", views="rerender", mixture=(1.0, 0.0, 0.0), **MICRO)
     one, two = source_batch(cfg, 3), source_batch(re, 3)
     assert len(one) == 1 and len(two) == 2
-    assert torch.equal(one[0], two[0])  # the first rendering does not depend on the mode
     a, b = two
+    assert not torch.equal(a, b)  # other appearance ...
+    kinds, seeds, looks = source_plan(re, 3)
+    assert kinds == [0] * len(seeds) and len(looks) == 2 and None not in looks
+    for sd in seeds:  # ... same geometry: the masks of both renderings agree
+        own = [(lk + 2 * sd) % 2**63 for lk in looks]
+        s0, s1 = (D.scene(sd, re.source_size, n_objects=(1, 5), look_seed=o) for o in own)
+        assert np.array_equal(s0.instance, s1.instance) and np.array_equal(s0.labels, s1.labels)
     mixed, only_a, only_b = crops(re, [a, b], 3), crops(re, [a, a], 3), crops(re, [b, b], 3)
     for i, view in enumerate(mixed):  # view i is cropped from rendering i mod 2, same crop boxes
         assert torch.equal(view, (only_a if i % 2 == 0 else only_b)[i])

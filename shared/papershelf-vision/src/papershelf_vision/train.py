@@ -1,6 +1,8 @@
-"""DINO-style self-distillation with multi-crop (Caron et al., ICCV 2021) on the procedural corpus.
+"""Self-supervised pretraining on the procedural corpus: DINO-style self-distillation with multi-crop
+(Caron et al., ICCV 2021; ``objective="dino"``, the default) or SimCLR's InfoNCE (Chen et al., ICML 2020;
+``objective="infonce"``, what the shipped checkpoints use; see the README for why).
 
-A student and a teacher share an architecture: backbone + projection head (3-layer MLP to a
+DINO: a student and a teacher share an architecture: backbone + projection head (3-layer MLP to a
 bottleneck, L2-normalised, then a weight-normalised linear layer to ``out_dim`` prototypes). Each
 step draws a batch of source images (scenes, object views and photo patches of the *pretraining*
 classes only), makes 2 global crops (``global_size`` px, area ``global_scale``) and ``n_local`` local
@@ -11,6 +13,12 @@ sharpened with ``teacher_temp``; the student sees every crop and is trained by c
 pair. The teacher is an EMA of the student, momentum following a cosine from ``momentum`` to 1.
 AdamW, linear warm-up then cosine learning rate, weight decay cosine from ``weight_decay`` to
 ``weight_decay_end``, gradient clipping, the last head layer frozen for ``freeze_last_layer`` steps.
+
+InfoNCE: the same data, crops and optimiser; the two global crops of each image go through the backbone
+and a projection head (Linear, BatchNorm, ReLU, Linear, L2-normalised), and NT-Xent at temperature
+``infonce_temp`` makes each view pick out the other view of its image among the batch's 2B - 1 other views.
+With ``views="rerender"`` the two views are crops of two renderings of one geometry in two appearances,
+so only shape and layout can tell the positive apart.
 
 Data and augmentation are functions of ``(seed, step)``, so a run resumed from ``state.pt`` sees the
 same stream as an uninterrupted one. The run folder holds ``state.pt`` (rewritten atomically every
@@ -74,6 +82,11 @@ class TrainConfig:
     # object view twice, same geometry in two appearances (background, colours, textures), and view i
     # is cropped from rendering i mod 2, so what the views share is shape and layout, not appearance.
     views: str = "crop"
+    # "dino": the self-distillation above. "infonce": SimCLR's NT-Xent between the two global views
+    # (each view's positive is the other view of its image, the other 2B - 2 views are negatives) through
+    # a projection head (hidden_dim, BatchNorm, ReLU, bottleneck_dim); no teacher, the student is exported.
+    objective: str = "dino"
+    infonce_temp: float = 0.2
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
@@ -84,6 +97,10 @@ class TrainConfig:
         self.mixture = tuple(self.mixture)
         if self.views not in VIEWS:
             raise InputError(f"views must be one of {', '.join(VIEWS)}, got {self.views!r}")
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not self.infonce_temp > 0:
+            raise InputError(f"infonce_temp must be positive, got {self.infonce_temp}")
         if len(self.mixture) != 3 or min(self.mixture) < 0 or sum(self.mixture) <= 0:
             raise InputError(
                 f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
@@ -91,6 +108,7 @@ class TrainConfig:
 
 
 VIEWS = ("crop", "rerender")
+OBJECTIVES = ("dino", "infonce")
 
 
 class DINOHead(nn.Module):
@@ -121,6 +139,19 @@ class DINOHead(nn.Module):
         return z @ F.normalize(self.last, dim=-1).T  # weight norm with g = 1
 
 
+class ProjectionHead(nn.Module):
+    """SimCLR's projection for ``objective="infonce"``: Linear, BatchNorm, ReLU, Linear, L2-normalised."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(
+            nn.Linear(in_dim, hidden), nn.BatchNorm1d(hidden), nn.ReLU(), nn.Linear(hidden, out_dim)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.mlp(x), dim=-1)
+
+
 class Net(nn.Module):
     def __init__(self, backbone: nn.Module, head: DINOHead) -> None:
         super().__init__()
@@ -139,19 +170,34 @@ class Net(nn.Module):
 
 
 def dino_loss(student: torch.Tensor, teacher: torch.Tensor, center: torch.Tensor, n_crops: int,
-              student_temp: float, teacher_temp: float) -> torch.Tensor:  # fmt: skip
+              student_temp: float, teacher_temp: float,
+              source: tuple[int, ...] | None = None) -> torch.Tensor:  # fmt: skip
     """Mean over (teacher global view i, student view v != i) of the cross-entropy; inputs are logits
-    stacked view-major: ``student`` ``(n_crops * B, K)``, ``teacher`` ``(2 * B, K)``."""
+    stacked view-major: ``student`` ``(n_crops * B, K)``, ``teacher`` ``(2 * B, K)``. ``source``: the
+    rendering each view was cropped from (``views="rerender"``); a pair is then used only when its two
+    views come from different renderings, so no pair can be matched by appearance alone."""
     s = (student / student_temp).chunk(n_crops)
     t = F.softmax((teacher - center) / teacher_temp, dim=-1).detach().chunk(2)
     total, pairs = 0.0, 0
     for i, ti in enumerate(t):
         for v, sv in enumerate(s):
-            if v == i:
+            if v == i or (source is not None and source[v] == source[i]):
                 continue
             total = total + torch.sum(-ti * F.log_softmax(sv, dim=-1), dim=-1).mean()
             pairs += 1
     return total / pairs
+
+
+def info_nce(z: torch.Tensor, temperature: float) -> tuple[torch.Tensor, float]:
+    """NT-Xent over ``z`` ``(2B, d)`` (L2-normalised, view-major: rows i and i + B are the two views of
+    image i): the mean over all 2B rows of the cross-entropy of the positive against the other 2B - 2
+    rows. Also returns the fraction of rows whose nearest other row is their positive."""
+    b = len(z) // 2
+    sim = (z @ z.T) / temperature
+    sim.fill_diagonal_(float("-inf"))
+    positive = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).to(z.device)
+    hit = float((sim.argmax(-1) == positive).float().mean())
+    return F.cross_entropy(sim, positive), hit
 
 
 def cosine(step: int, total: int, start: float, end: float, warmup: int = 0) -> float:
@@ -167,22 +213,18 @@ def cosine(step: int, total: int, start: float, end: float, warmup: int = 0) -> 
 
 def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
     """The step's source images as renderings ``[(B, 3, S, S)]`` float in [0, 1], one for ``views="crop"``
-    and two (same geometry, other appearance; photo patches repeated) for ``"rerender"``; a function of
-    ``(seed, step)``. The first rendering is the same in both modes."""
+    and two for ``"rerender"``; a function of ``(seed, step)``. The two renderings of an image draw their
+    appearance from two look seeds of their own, so they share geometry (shape, pose, layout, masks) and
+    nothing else; photo patches are repeated."""
     from papershelf_vision.models import to_tensor
 
-    rng = np.random.default_rng([config.seed, step])
-    p = np.asarray(config.mixture, float) / sum(config.mixture)
-    kinds = rng.choice(3, size=config.batch_size, p=p)
-    seeds = rng.integers(0, 2**62, config.batch_size)
-    looks = [None] + ([int(v) for v in rng.integers(0, 2**62, 1)] if config.views == "rerender" else [])
+    kinds, seeds, looks = source_plan(config, step)
     s = config.source_size
     renderings = []
     for look in looks:
         imgs = []
         for kind, sd in zip(kinds, seeds):
-            sd = int(sd)
-            own = None if look is None else look + sd  # a look stream per image
+            own = None if look is None else (look + 2 * sd) % 2**63  # a look stream per image and rendering
             if kind == 0:
                 imgs.append(D.scene(sd, s, n_objects=(1, 5), look_seed=own).image)
             elif kind == 1:
@@ -192,6 +234,20 @@ def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
                 imgs.append(D.photo_patches(1, s, sd)[0])
         renderings.append(to_tensor(np.stack(imgs)))
     return renderings
+
+
+def source_plan(config: TrainConfig, step: int) -> tuple[list[int], list[int], list[int | None]]:
+    """(kind per image: 0 scene, 1 object view, 2 photo patch; generator seed per image; look seed per
+    rendering). ``views="crop"`` renders once with the geometry's own stream (look ``None``); a
+    ``"rerender"`` pair needs two explicit looks, because a scene drawn with look ``None`` interleaves its
+    appearance draws with its geometry draws and so does not share geometry with any re-rendering."""
+    rng = np.random.default_rng([config.seed, step])
+    p = np.asarray(config.mixture, float) / sum(config.mixture)
+    kinds = [int(k) for k in rng.choice(3, size=config.batch_size, p=p)]
+    seeds = [int(v) for v in rng.integers(0, 2**62, config.batch_size)]
+    if config.views == "rerender":
+        return kinds, seeds, [int(v) for v in rng.integers(0, 2**62, 2)]
+    return kinds, seeds, [None]
 
 
 def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator) -> torch.Tensor:
@@ -301,10 +357,14 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
 
     def net() -> Net:
         backbone = build(preset, seed=config.seed)
+        if infonce:
+            return Net(backbone, ProjectionHead(backbone.embed_dim, config.hidden_dim, config.bottleneck_dim))
         head = DINOHead(
             backbone.embed_dim, config.out_dim, config.hidden_dim, config.bottleneck_dim, config.head_bn
         )
         return Net(backbone, head)
+
+    infonce = config.objective == "infonce"
 
     student, teacher = net(), net()
     teacher.load_state_dict(student.state_dict())
@@ -332,15 +392,20 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             atomic_write_json_lines(log_file, lines)
     probe_x, probe_y = _probe_set(config, config.global_size)
 
+    # the exported backbone: DINO's teacher, or SimCLR's only network
+    exported = student.backbone if infonce else teacher.backbone
+    method = ("simclr-infonce" if infonce else "dino-multicrop") + (
+        "-rerender" if config.views == "rerender" else ""
+    )
+
     def checkpoint(final: bool = False) -> None:
         nonlocal best
-        acc = probe_knn(teacher.backbone, probe_x, probe_y)
-        method = "dino-multicrop" + ("-rerender" if config.views == "rerender" else "")
+        acc = probe_knn(exported, probe_x, probe_y)
         extra = {"preset": config.preset, "step": step, "probe_knn": acc, "method": method}
-        save_model(teacher.backbone, out / "model", extra)
+        save_model(exported, out / "model", extra)
         if acc > best:
             best = acc
-            save_model(teacher.backbone, out / "best", extra)
+            save_model(exported, out / "best", extra)
         state = {"config": asdict(config), "student": student.state_dict(), "teacher": teacher.state_dict(),
                  "opt": opt.state_dict(), "center": center, "step": step, "best": best,
                  "elapsed_s": elapsed0 + time.time() - t0}  # fmt: skip
@@ -366,32 +431,39 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         opt.param_groups[0]["weight_decay"] = wd
         views = crops(config, source_batch(config, step), step)
         student.train()
-        with torch.no_grad():
-            t_out = teacher(views[:2])
-        s_out = student(views)
-        loss = dino_loss(s_out, t_out, center, n_crops, config.student_temp, config.teacher_temp)
+        if infonce:
+            loss, hit = info_nce(student([torch.cat(views[:2])]), config.infonce_temp)
+            stats = {"positive_top1": hit}
+        else:
+            with torch.no_grad():
+                t_out = teacher(views[:2])
+            s_out = student(views)
+            source = tuple(i % 2 for i in range(n_crops)) if config.views == "rerender" else None
+            loss = dino_loss(s_out, t_out, center, n_crops, config.student_temp, config.teacher_temp, source)
         if not torch.isfinite(loss):
             raise RuntimeError(f"non-finite loss at step {step}; lower --config lr")
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if step < config.freeze_last_layer:
+        if step < config.freeze_last_layer and not infonce:
             student.head.last.grad = None
         gnorm = float(nn.utils.clip_grad_norm_(student.parameters(), config.clip_grad))
         opt.step()
-        with torch.no_grad():
-            for ps, pt in zip(student.parameters(), teacher.parameters()):
-                pt.mul_(m).add_(ps.detach(), alpha=1 - m)
-            center.mul_(config.center_momentum).add_(
-                t_out.mean(0, keepdim=True), alpha=1 - config.center_momentum
-            )
-            probs = F.softmax((t_out - center) / config.teacher_temp, dim=-1)
+        if not infonce:
+            with torch.no_grad():
+                for ps, pt in zip(student.parameters(), teacher.parameters()):
+                    pt.mul_(m).add_(ps.detach(), alpha=1 - m)
+                center.mul_(config.center_momentum).add_(
+                    t_out.mean(0, keepdim=True), alpha=1 - config.center_momentum
+                )
+                probs = F.softmax((t_out - center) / config.teacher_temp, dim=-1)
+            stats = {
+                "teacher_entropy": float(-(probs * probs.clamp_min(1e-12).log()).sum(-1).mean()),
+                "prototypes_used": int(probs.argmax(-1).unique().numel()),
+            }
         step += 1
         if step % config.log_every == 0 or step == config.steps:
-            entropy = float(-(probs * probs.clamp_min(1e-12).log()).sum(-1).mean())
-            used = int(probs.argmax(-1).unique().numel())
             rec = {"step": step, "loss": loss.item(), "lr": lr, "wd": wd, "momentum": m, "grad_norm": gnorm,
-                   "teacher_entropy": entropy, "prototypes_used": used,
-                   "step_s": round(time.time() - ts, 3),
+                   **stats, "step_s": round(time.time() - ts, 3),
                    "elapsed_s": round(elapsed0 + time.time() - t0, 1)}  # fmt: skip
             _append(log_file, rec)
             if not quiet:
@@ -464,12 +536,14 @@ def loss_summary(log_file: Path, every: int = 50) -> dict:
     for start in range(0, (steps[-1]["step"] if steps else 0), every):
         w = [r for r in steps if start < r["step"] <= start + every]
         if w:
-            out["windows"].append({
+            window = {
                 "steps": [start + 1, start + every],
                 "loss": round(float(np.mean([r["loss"] for r in w])), 4),
-                "teacher_entropy": round(float(np.mean([r["teacher_entropy"] for r in w])), 3),
-                "elapsed_s": w[-1]["elapsed_s"],
-            })  # fmt: skip
+            }
+            for key in ("teacher_entropy", "positive_top1"):  # DINO's or InfoNCE's health statistic
+                if key in w[0]:
+                    window[key] = round(float(np.mean([r[key] for r in w])), 3)
+            out["windows"].append({**window, "elapsed_s": w[-1]["elapsed_s"]})
     out["probe_knn"] = [[r["step"], r["probe_knn"]] for r in rows if "probe_knn" in r]
     return out
 
