@@ -33,12 +33,21 @@ def test_checkpoints_load_offline_with_documented_shapes_and_trained_weights(nam
     assert any(not torch.equal(ours[k], init[k]) for k in ours)
 
 
-# The bar of issue 20 -- the shipped checkpoints beat random init -- is met only in part (README, "Results").
-# After the full 1200-step schedule, on the held-out *procedural* classes both checkpoints are still at
-# chance, like random init; on scikit-learn digits the ViT's k-NN is 18 points above its random init and
-# the ResNet's is below its random init. strict=True: a better run that passes forces the marker off.
-@pytest.mark.xfail(strict=True, reason="held-out procedural classes: both checkpoints at chance (README)")
-@pytest.mark.parametrize("name", SHIPPED)
+# The bar of issue 20 -- the shipped checkpoints beat random init -- is met for resnet-s (InfoNCE on
+# re-rendered pairs) and not for vit-tiny (DINO): its held-out-class probe is at chance (README, "Results").
+# strict=True: a better vit-tiny that passes forces the marker off.
+@pytest.mark.parametrize(
+    "name",
+    [
+        "resnet-s",
+        pytest.param(
+            "vit-tiny",
+            marks=pytest.mark.xfail(
+                strict=True, reason="vit-tiny: held-out procedural classes at chance (README)"
+            ),
+        ),
+    ],
+)
 def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
     x, y = probe
     trained = load(name)
@@ -60,7 +69,8 @@ def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
         pytest.param(
             "resnet-s",
             marks=pytest.mark.xfail(
-                strict=True, reason="resnet-s is below its random init on digits (README)"
+                strict=True,
+                reason="resnet-s: +1.5 k-NN points over its random init on digits, not 8 (README)",
             ),
         ),
     ],
