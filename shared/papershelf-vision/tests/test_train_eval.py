@@ -91,10 +91,32 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
         json.loads((tmp_path / "full" / "model" / "config.json").read_text())["method"]
         == "simclr-infonce-rerender"
     )
-    with pytest.raises(InputError, match="objective"):
-        TrainConfig(preset="micro-resnet", objective="byol")
-    with pytest.raises(InputError, match="infonce_temp"):
-        TrainConfig(preset="micro-resnet", infonce_temp=0.0)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr", "abc", "lr must be a number"),
+        ("lr", float("nan"), "lr must be finite"),
+        ("infonce_temp", 0.0, "infonce_temp"),
+        ("steps", "x", "steps must be an integer"),
+        ("momentum", 2.0, "momentum must be in"),
+        ("global_scale", (0.9, 0.2), "global_scale"),
+        ("local_scale", (0.5,), "local_scale must be a list of 2"),
+        ("mixture", "abc", "mixture must be a list of 3"),
+        ("mixture", (0.0, 0.0, 0.0), "mixture"),
+        ("head_bn", "yes", "head_bn"),
+        ("objective", "byol", "objective"),
+    ],
+)
+def test_a_bad_config_field_is_one_error_naming_it(field, value, message):
+    with pytest.raises(InputError, match=message):
+        TrainConfig(preset="micro-resnet", **{**MICRO, field: value})
+
+
+def test_infonce_needs_two_images_per_batch():
+    with pytest.raises(InputError, match="batch_size must be at least 2"):
+        TrainConfig(preset="micro-resnet", objective="infonce", **{**MICRO, "batch_size": 1})
 
 
 def test_cosine_schedule_endpoints():

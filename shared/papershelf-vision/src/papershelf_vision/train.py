@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from papershelf_vision import data as D
 from papershelf_vision.models import build, get_preset, save_model
 
@@ -89,23 +89,57 @@ class TrainConfig:
     infonce_temp: float = 0.2
 
     def __post_init__(self) -> None:
+        from papershelf.errors import check_number
+
         get_preset(self.preset)
-        for name in ("steps", "batch_size", "n_local", "global_size", "local_size", "source_size", "probe_n"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
-        self.global_scale, self.local_scale = tuple(self.global_scale), tuple(self.local_scale)
-        self.mixture = tuple(self.mixture)
+        for name, low in _INT_FIELDS.items():
+            setattr(self, name, check_int(name, getattr(self, name), low=low))
+        for name, (low, high, low_open) in _NUMBER_FIELDS.items():
+            setattr(
+                self, name, check_number(name, getattr(self, name), low=low, high=high, low_open=low_open)
+            )
+        for name in ("global_scale", "local_scale"):
+            self._check_scale(name)
+        self.mixture = _numbers("mixture", self.mixture, 3)
         if self.views not in VIEWS:
             raise InputError(f"views must be one of {', '.join(VIEWS)}, got {self.views!r}")
         if self.objective not in OBJECTIVES:
             raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if not self.infonce_temp > 0:
-            raise InputError(f"infonce_temp must be positive, got {self.infonce_temp}")
-        if len(self.mixture) != 3 or min(self.mixture) < 0 or sum(self.mixture) <= 0:
+        if self.objective == "infonce" and self.batch_size < 2:
+            raise InputError(f"batch_size must be at least 2 for objective='infonce', got {self.batch_size}")
+        if not isinstance(self.head_bn, bool):
+            raise InputError(f"head_bn must be true or false, got {self.head_bn!r}")
+        if min(self.mixture) < 0 or sum(self.mixture) <= 0:
             raise InputError(
                 f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
             )
 
+    def _check_scale(self, name: str) -> None:
+        lo, hi = _numbers(name, getattr(self, name), 2)
+        if not 0 < lo <= hi <= 1:
+            raise InputError(
+                f"{name} must be (low, high) area fractions with 0 < low <= high <= 1, got {(lo, hi)}"
+            )
+        setattr(self, name, (lo, hi))
+
+
+def _numbers(name: str, value, count: int) -> tuple[float, ...]:
+    from papershelf.errors import check_number
+
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != count:
+        raise InputError(f"{name} must be a list of {count} numbers, got {value!r}")
+    return tuple(check_number(f"{name}[{i}]", v) for i, v in enumerate(value))
+
+
+# minimum of each integer field, and (low, high, low excluded) of each real one
+_INT_FIELDS = {"steps": 1, "batch_size": 1, "n_local": 1, "global_size": 1, "local_size": 1, "source_size": 1,
+               "probe_n": 1, "warmup": 0, "out_dim": 1, "hidden_dim": 1, "bottleneck_dim": 1,
+               "freeze_last_layer": 0, "seed": 0, "log_every": 1}  # fmt: skip
+_NUMBER_FIELDS = {"lr": (0, None, True), "min_lr": (0, None, False), "weight_decay": (0, None, False),
+                  "weight_decay_end": (0, None, False), "momentum": (0, 1, False),
+                  "teacher_temp": (0, None, True), "student_temp": (0, None, True),
+                  "center_momentum": (0, 1, False), "clip_grad": (0, None, True),
+                  "checkpoint_minutes": (0, None, True), "infonce_temp": (0, None, True)}  # fmt: skip
 
 VIEWS = ("crop", "rerender")
 OBJECTIVES = ("dino", "infonce")
