@@ -131,3 +131,29 @@ def test_load_refuses_missing_truncated_or_mismatched_weights(tmp_path):
     (tmp_path / "bad" / "config.json").write_text(json.dumps({**cfg, "d_model": 32}))
     with pytest.raises(InputError, match="does not match"):
         load(tmp_path / "bad")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr", "abc", "lr must be a number"),
+        ("lr", float("nan"), "lr must be finite"),
+        ("batch_size", 0, "batch_size must be an integer in"),
+        ("max_steps", "x", "max_steps must be an integer"),
+        ("min_lr_ratio", 2.0, "min_lr_ratio must be in"),
+        ("corpus", 3, "corpus must be a path"),
+    ],
+)
+def test_a_bad_train_config_field_is_one_error_naming_it(field, value, message):
+    with pytest.raises(InputError, match=message):
+        TrainConfig(preset="micro", **{field: value}).validate()
+
+
+def test_cli_refuses_a_config_file_that_is_not_an_object(tmp_path, capsys):
+    from papershelf_speech.cli import main
+
+    bad = tmp_path / "config.json"
+    bad.write_text("[1, 2]")
+    code = main(["train", "--corpus", str(tmp_path), "--run", str(tmp_path / "run"), "--config", str(bad)])
+    assert code == 2 and "JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -114,6 +114,15 @@ def test_a_bad_config_field_is_one_error_naming_it(field, value, message):
         TrainConfig(preset="micro-resnet", **{**MICRO, field: value})
 
 
+def test_a_config_file_that_is_not_an_object_is_refused(tmp_path):
+    from papershelf_vision.train import config_from_file
+
+    bad = tmp_path / "config.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(InputError, match="JSON object"):
+        config_from_file("micro-resnet", str(bad))
+
+
 def test_infonce_needs_two_images_per_batch():
     with pytest.raises(InputError, match="batch_size must be at least 2"):
         TrainConfig(preset="micro-resnet", objective="infonce", **{**MICRO, "batch_size": 1})

@@ -89,6 +89,10 @@ def _train(args: argparse.Namespace) -> None:
                 overrides = json.load(handle)
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"--config: {exc}") from None
+        if not isinstance(overrides, dict):
+            raise InputError(
+                f"--config must hold a JSON object of TrainConfig fields, got {type(overrides).__name__}"
+            )
     overrides.update(preset=args.preset, corpus=args.corpus)
     if args.max_steps is not None:
         overrides["max_steps"] = args.max_steps

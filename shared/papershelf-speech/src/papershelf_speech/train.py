@@ -51,9 +51,26 @@ class TrainConfig:
     specaug_from: int = 500  # SpecAugment starts at this step (clean targets first speed up alignment)
 
     def validate(self) -> None:
+        """Every field checked (type, finiteness, range): one ``InputError`` naming the first bad one."""
+        from papershelf.errors import check_int, check_number
+
         get_preset(self.preset)
-        if self.batch_size < 1 or self.lr <= 0 or self.warmup < 0 or self.lr_horizon < 1:
-            raise InputError("batch_size >= 1, lr > 0, warmup >= 0 and lr_horizon >= 1 are required")
+        if not isinstance(self.corpus, str):
+            raise InputError(f"corpus must be a path, got {self.corpus!r}")
+        for name, low in _INT_FIELDS.items():
+            setattr(self, name, check_int(name, getattr(self, name), low=low))
+        for name, (low, high, low_open) in _NUMBER_FIELDS.items():
+            setattr(
+                self, name, check_number(name, getattr(self, name), low=low, high=high, low_open=low_open)
+            )
+
+
+# minimum of each integer field, and (low, high, low excluded) of each real one
+_INT_FIELDS = {"seed": 0, "batch_size": 1, "bucket": 1, "warmup": 0, "lr_horizon": 1, "max_steps": 0,
+               "eval_every": 1, "dev_utterances": 1, "freq_masks": 0, "freq_mask_width": 0, "time_masks": 0,
+               "time_mask_width": 0, "specaug_from": 0}  # fmt: skip
+_NUMBER_FIELDS = {"lr": (0, None, True), "min_lr_ratio": (0, 1, False), "weight_decay": (0, None, False),
+                  "grad_clip": (0, None, True), "checkpoint_minutes": (0, None, True)}  # fmt: skip
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:

@@ -554,6 +554,10 @@ def config_from_file(preset: str, path: str | None) -> TrainConfig:
             overrides = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"--config: {exc}") from None
+        if not isinstance(overrides, dict):
+            raise InputError(
+                f"--config must hold a JSON object of TrainConfig fields, got {type(overrides).__name__}"
+            )
     names = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(overrides) - names)
     if unknown:
