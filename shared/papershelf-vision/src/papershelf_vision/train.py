@@ -1,6 +1,6 @@
 """Self-supervised pretraining on the procedural corpus: DINO-style self-distillation with multi-crop
 (Caron et al., ICCV 2021; ``objective="dino"``, the default) or SimCLR's InfoNCE (Chen et al., ICML 2020;
-``objective="infonce"``, what the shipped checkpoints use; see the README for why).
+``objective="infonce"``, what the shipped ``resnet-s`` uses; see the README for why).
 
 DINO: a student and a teacher share an architecture: backbone + projection head (3-layer MLP to a
 bottleneck, L2-normalised, then a weight-normalised linear layer to ``out_dim`` prototypes). Each
@@ -22,9 +22,9 @@ so only shape and layout can tell the positive apart.
 
 Data and augmentation are functions of ``(seed, step)``, so a run resumed from ``state.pt`` sees the
 same stream as an uninterrupted one. The run folder holds ``state.pt`` (rewritten atomically every
-``checkpoint_minutes``), ``log.jsonl``, ``model/`` (the latest teacher backbone) and ``best/`` (the
-teacher backbone with the best k-NN accuracy on a small held-out-class probe set that the
-``eval`` command never uses).
+``checkpoint_minutes``), ``log.jsonl``, ``model/`` (the latest exported backbone: DINO's teacher, or the
+InfoNCE network) and ``best/`` (the one with the best k-NN accuracy on a small held-out-class probe set
+that the ``eval`` command never uses).
 """
 
 from __future__ import annotations
@@ -389,6 +389,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     preset = get_preset(config.preset)
     torch.manual_seed(config.seed)
 
+    infonce = config.objective == "infonce"
+
     def net() -> Net:
         backbone = build(preset, seed=config.seed)
         if infonce:
@@ -397,8 +399,6 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             backbone.embed_dim, config.out_dim, config.hidden_dim, config.bottleneck_dim, config.head_bn
         )
         return Net(backbone, head)
-
-    infonce = config.objective == "infonce"
 
     student, teacher = net(), net()
     teacher.load_state_dict(student.state_dict())
