@@ -11,6 +11,9 @@ def test_info_lists_presets_with_feature_shapes(capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     vit = next(r for r in rows if r.get("preset") == "vit-tiny")
     assert vit["features"][0] == [65, 192] and vit["embed_dim"] == 192
+    shipped = {r["checkpoint"]: r for r in rows if "checkpoint" in r}
+    assert shipped["resnet-s"]["method"] == "simclr-infonce-rerender" and shipped["resnet-s"]["step"] == 2000
+    assert shipped["vit-tiny"]["method"] == "dino-multicrop"
 
 
 @pytest.mark.parametrize("kind", ["scene", "ir", "corruptions"])

@@ -146,6 +146,9 @@ def _info(args: argparse.Namespace) -> None:
         folder = CHECKPOINTS / name
         size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
         entry = {"checkpoint": name, "megabytes": round(size / 2**20, 2)}
+        if (folder / "config.json").is_file():  # how it was trained: objective and step
+            exported = json.loads((folder / "config.json").read_text())
+            entry.update({k: exported[k] for k in ("method", "step") if k in exported})
         for key, file in (("eval", "eval.json"), ("eval_random_init", "eval_random_init.json")):
             if (folder / file).is_file():
                 entry[key] = json.loads((folder / file).read_text())["results"]
