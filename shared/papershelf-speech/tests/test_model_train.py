@@ -142,6 +142,7 @@ def test_load_refuses_missing_truncated_or_mismatched_weights(tmp_path):
         ("max_steps", "x", "max_steps must be an integer"),
         ("min_lr_ratio", 2.0, "min_lr_ratio must be in"),
         ("corpus", 3, "corpus must be a path"),
+        ("seed", 2**64, "seed must be an integer in"),
     ],
 )
 def test_a_bad_train_config_field_is_one_error_naming_it(field, value, message):

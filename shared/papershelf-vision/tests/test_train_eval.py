@@ -107,11 +107,23 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
         ("mixture", (0.0, 0.0, 0.0), "mixture"),
         ("head_bn", "yes", "head_bn"),
         ("objective", "byol", "objective"),
+        ("seed", 2**40, "seed must be an integer in"),
+        ("lr", 10**400, "lr must be finite"),
     ],
 )
 def test_a_bad_config_field_is_one_error_naming_it(field, value, message):
     with pytest.raises(InputError, match=message):
         TrainConfig(preset="micro-resnet", **{**MICRO, field: value})
+
+
+def test_resume_compares_config_values_not_their_spelling(tmp_path):
+    config = TrainConfig(preset="micro-resnet", **{**MICRO, "mixture": (1.0, 0.0, 0.0)})
+    train(config, tmp_path, quiet=True, max_minutes=1e-9)
+    state = torch.load(tmp_path / "state.pt", weights_only=False)
+    state["config"]["mixture"] = [1, 0, 0]  # as a run from before validation normalised it would hold
+    state["config"].pop("objective")  # a field added since: its default applies
+    torch.save(state, tmp_path / "state.pt")
+    assert train(config, tmp_path, quiet=True)["finished"]
 
 
 def test_a_config_file_that_is_not_an_object_is_refused(tmp_path):

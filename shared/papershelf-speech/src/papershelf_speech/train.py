@@ -59,6 +59,7 @@ class TrainConfig:
             raise InputError(f"corpus must be a path, got {self.corpus!r}")
         for name, low in _INT_FIELDS.items():
             setattr(self, name, check_int(name, getattr(self, name), low=low))
+        self.seed = check_int("seed", self.seed, low=0, high=2**32 - 1)
         for name, (low, high, low_open) in _NUMBER_FIELDS.items():
             setattr(
                 self, name, check_number(name, getattr(self, name), low=low, high=high, low_open=low_open)
@@ -66,7 +67,7 @@ class TrainConfig:
 
 
 # minimum of each integer field, and (low, high, low excluded) of each real one
-_INT_FIELDS = {"seed": 0, "batch_size": 1, "bucket": 1, "warmup": 0, "lr_horizon": 1, "max_steps": 0,
+_INT_FIELDS = {"batch_size": 1, "bucket": 1, "warmup": 0, "lr_horizon": 1, "max_steps": 0,
                "eval_every": 1, "dev_utterances": 1, "freq_masks": 0, "freq_mask_width": 0, "time_masks": 0,
                "time_mask_width": 0, "specaug_from": 0}  # fmt: skip
 _NUMBER_FIELDS = {"lr": (0, None, True), "min_lr_ratio": (0, 1, False), "weight_decay": (0, None, False),
@@ -165,6 +166,7 @@ def train(
             raise InputError(f"cannot resume: {saved} has unknown field(s) {unknown}")
         config = TrainConfig(**{**previous, **{k: v for k, v in asdict(config).items()
                                                if k in ("max_steps", "checkpoint_minutes")}})  # fmt: skip
+        config.validate()  # a hand-edited train_config.json is checked like --config
     if not config.corpus:
         raise InputError("--corpus is required (a folder written by `papershelf-speech build-corpus`)")
     corpus = Corpus(config.corpus)

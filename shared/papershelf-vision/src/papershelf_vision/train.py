@@ -94,6 +94,7 @@ class TrainConfig:
         get_preset(self.preset)
         for name, low in _INT_FIELDS.items():
             setattr(self, name, check_int(name, getattr(self, name), low=low))
+        self.seed = check_int("seed", self.seed, low=0, high=2**32 - 1)  # seeds torch generators per step
         for name, (low, high, low_open) in _NUMBER_FIELDS.items():
             setattr(
                 self, name, check_number(name, getattr(self, name), low=low, high=high, low_open=low_open)
@@ -134,7 +135,7 @@ def _numbers(name: str, value, count: int) -> tuple[float, ...]:
 # minimum of each integer field, and (low, high, low excluded) of each real one
 _INT_FIELDS = {"steps": 1, "batch_size": 1, "n_local": 1, "global_size": 1, "local_size": 1, "source_size": 1,
                "probe_n": 1, "warmup": 0, "out_dim": 1, "hidden_dim": 1, "bottleneck_dim": 1,
-               "freeze_last_layer": 0, "seed": 0, "log_every": 1}  # fmt: skip
+               "freeze_last_layer": 0, "log_every": 1}  # fmt: skip
 _NUMBER_FIELDS = {"lr": (0, None, True), "min_lr": (0, None, False), "weight_decay": (0, None, False),
                   "weight_decay_end": (0, None, False), "momentum": (0, 1, False),
                   "teacher_temp": (0, None, True), "student_temp": (0, None, True),
@@ -409,7 +410,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     step, best, elapsed0 = 0, -1.0, 0.0
     if state_file.is_file():
         state = load_state(state_file)
-        saved = dict(state["config"])
+        saved = _normalised(state["config"])
         mine, defaults = asdict(config), {f.name: f.default for f in fields(TrainConfig)}
         diff = [k for k in mine if k not in ("steps", "log_every", "checkpoint_minutes")
                 and json.dumps(saved.get(k, defaults[k])) != json.dumps(mine[k])]  # fmt: skip
@@ -512,6 +513,16 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     return summary
 
 
+def _normalised(saved: dict) -> dict:
+    """A saved config as this version's ``TrainConfig`` would hold it (ints in float fields as floats,
+    lists as tuples), so resuming compares values, not spellings; as saved if it no longer validates."""
+    known = {f.name for f in fields(TrainConfig)}
+    try:
+        return asdict(TrainConfig(**{k: v for k, v in saved.items() if k in known}))
+    except (InputError, TypeError):
+        return dict(saved)
+
+
 STATE_KEYS = ("config", "student", "teacher", "opt", "center", "step", "best", "elapsed_s")
 
 
@@ -587,7 +598,7 @@ def loss_summary(log_file: Path, every: int = 50) -> dict:
 
 
 def ship(run: str | Path, name: str, *, which: str = "best") -> Path:
-    """Copy a run's ``best`` (or ``model``: the latest) teacher backbone into the package as checkpoint
+    """Copy a run's ``best`` (or ``model``: the latest) exported backbone into the package as checkpoint
     ``name``, with its training config and loss summary."""
     import shutil
 

@@ -59,12 +59,12 @@ def check_number(
     """
     if isinstance(value, bool):
         raise InputError(f"{name} must be a number, got {value!r}")
-    if not isinstance(value, int | float):
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{name} must be a number, got {value!r}") from None
-    value = float(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number, got {value!r}") from None
+    except OverflowError:  # an integer beyond the float range
+        raise InputError(f"{name} must be finite, got an integer of {len(str(abs(value)))} digits") from None
     if not math.isfinite(value):
         raise InputError(f"{name} must be finite, got {value}")
     too_low = low is not None and (value <= low if low_open else value < low)
