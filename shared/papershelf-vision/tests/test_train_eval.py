@@ -219,6 +219,7 @@ def test_rerender_views_share_geometry_and_crop_each_rendering():
         own = [(lk + 2 * sd) % 2**63 for lk in looks]
         s0, s1 = (D.scene(sd, re.source_size, n_objects=(1, 5), look_seed=o) for o in own)
         assert np.array_equal(s0.instance, s1.instance) and np.array_equal(s0.labels, s1.labels)
+    assert all(torch.equal(x, y) for x, y in zip(crops(re, [a, b], 3, local=False), crops(re, [a, b], 3)[:2]))
     mixed, only_a, only_b = crops(re, [a, b], 3), crops(re, [a, a], 3), crops(re, [b, b], 3)
     for i, view in enumerate(mixed):  # view i is cropped from rendering i mod 2, same crop boxes
         assert torch.equal(view, (only_a if i % 2 == 0 else only_b)[i])

@@ -334,8 +334,11 @@ def colour(x: torch.Tensor, g: torch.Generator, p_blur: float, p_solar: float) -
     return y
 
 
-def crops(config: TrainConfig, renderings: list[torch.Tensor], step: int) -> list[torch.Tensor]:
-    """2 global and ``n_local`` local augmented crops; view i is cropped from rendering i mod len."""
+def crops(
+    config: TrainConfig, renderings: list[torch.Tensor], step: int, *, local: bool = True
+) -> list[torch.Tensor]:
+    """2 global and ``n_local`` local augmented crops (``local=False``: the global ones only, the same
+    two, as they are drawn first); view i is cropped from rendering i mod len."""
     g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
 
     def src(i: int) -> torch.Tensor:
@@ -345,7 +348,7 @@ def crops(config: TrainConfig, renderings: list[torch.Tensor], step: int) -> lis
         colour(random_resized_crop(src(0), config.global_size, config.global_scale, g), g, 1.0, 0.0),
         colour(random_resized_crop(src(1), config.global_size, config.global_scale, g), g, 0.1, 0.2),
     ]
-    for j in range(config.n_local):
+    for j in range(config.n_local if local else 0):
         out.append(colour(random_resized_crop(src(j), config.local_size, config.local_scale, g), g, 0.5, 0.0))
     return out
 
@@ -464,10 +467,10 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         m = cosine(step, config.steps, config.momentum, 1.0)
         opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr, lr
         opt.param_groups[0]["weight_decay"] = wd
-        views = crops(config, source_batch(config, step), step)
+        views = crops(config, source_batch(config, step), step, local=not infonce)  # InfoNCE: 2 views
         student.train()
         if infonce:
-            loss, hit = info_nce(student([torch.cat(views[:2])]), config.infonce_temp)
+            loss, hit = info_nce(student([torch.cat(views)]), config.infonce_temp)
             stats = {"positive_top1": hit}
         else:
             with torch.no_grad():
