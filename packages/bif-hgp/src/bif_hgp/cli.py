@@ -353,6 +353,22 @@ def _bench(args: argparse.Namespace) -> None:
                     wilcoxon_p=wilcoxon_p(a, b),
                 )
             )
+    # the same ratio targets on the 3-D additive composite, where the flat GP has to learn a 3-D
+    # surface from 40 points while each child still learns a 1-D one
+    say(f"additive3d, budget {budget}: BIF, its no-top-down ablation, BoTorch and random search")
+    methods3 = ("bif", "bottomup", "vanilla", "random")
+    block3 = compare(
+        "additive3d", methods=methods3, seeds=range(seeds), budget=budget, grid=grid, progress=say
+    )
+    setting3 = {**setting, "problem": "additive3d", "grid": grid or 16}
+    for bench, key, cand, base, target, better in (
+        ("parent-r2-vs-vanilla", "parent_r2", "bif", "vanilla", 2.0, None),
+        ("auc-vs-vanilla", "auc", "bif", "vanilla", 1.5, None),
+        ("regret-auc-vs-vanilla", "regret_auc", "bif", "vanilla", round(1 / 1.5, 4), None),
+        ("ablation-no-topdown-child-r2", "child_r2", "bottomup", "bif", 0.7, "lower"),
+        ("regret-auc-vs-random", "regret_auc", "bif", "random", None, None),
+    ):
+        recs.append(rec(f"{bench}-additive3d", key, cand, base, target, better, blk=block3, sett=setting3))
     # the issue's correctness check: noiseless additive2d, 60 queries, every child's R² > 0.95
     n_budget = 10 if args.quick else 60
     say(f"noiseless additive2d, {n_budget} queries: child R² of BIF and of the authors' decomposition")
@@ -443,6 +459,21 @@ def _bench(args: argparse.Namespace) -> None:
     ]
     print(_table(rows, [*header, "parent R² at " + ", ".join(map(str, few)), "s/run"]))
     print(f"child R² drop without top-down: {100 * agg['child_r2_drop']:.1f}%")
+    m3, med3 = aggregate(block3)["means"], aggregate(block3)["medians"]
+    print(f"additive3d, budget {budget}, {seeds} seeds:")
+    rows = [
+        [
+            names[k],
+            f"{m3[k]['parent_r2']:.3f} / {med3[k]['parent_r2']:.3f}",
+            f"{m3[k]['child_r2']:.3f} / {m3[k]['child_r2_offset']:.3f}",
+            f"{m3[k]['auc']:.1f} / {med3[k]['auc']:.1f}",
+            f"{m3[k]['regret_auc']:.1f} / {med3[k]['regret_auc']:.1f}",
+            f"{m3[k]['seconds']:.1f}",
+        ]
+        for k in methods3
+    ]
+    print(_table(rows, [*header, "s/run"]))
+    print(f"child R² drop without top-down: {100 * aggregate(block3)['child_r2_drop']:.1f}%")
     rows = [
         [
             names[k],
