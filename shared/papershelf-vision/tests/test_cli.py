@@ -13,7 +13,7 @@ def test_info_lists_presets_with_feature_shapes(capsys):
     assert vit["features"][0] == [65, 192] and vit["embed_dim"] == 192
     shipped = {r["checkpoint"]: r for r in rows if "checkpoint" in r}
     assert shipped["resnet-s"]["method"] == "simclr-infonce-rerender" and shipped["resnet-s"]["step"] == 2000
-    assert shipped["vit-tiny"]["method"] == "dino-multicrop"
+    assert shipped["vit-tiny"]["method"] == "distill-resnet-s-rerender"
 
 
 @pytest.mark.parametrize("kind", ["scene", "ir", "corruptions"])

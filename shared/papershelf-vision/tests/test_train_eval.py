@@ -69,12 +69,12 @@ def test_info_nce_matches_a_direct_reading_of_nt_xent():
     assert info_nce(same, tau)[1] == 1.0 and float(info_nce(same, tau)[0]) < float(loss)
 
 
-def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
+def _trains_resumes_and_exports_the_student(config: TrainConfig, tmp_path) -> list[dict]:
+    """Train ``config`` straight and in two sittings: same student; the exported model is the student.
+    Returns the straight run's log records."""
     from safetensors.torch import load_file
 
-    config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender", **MICRO)
-    full = train(config, tmp_path / "full", quiet=True)
-    assert full["finished"]
+    assert train(config, tmp_path / "full", quiet=True)["finished"]
     train(config, tmp_path / "part", max_minutes=1e-9, quiet=True)
     train(config, tmp_path / "part", quiet=True)
     a = torch.load(tmp_path / "full" / "state.pt", weights_only=False)
@@ -83,14 +83,60 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
     exported = load_file(tmp_path / "full" / "model" / "model.safetensors")
     student = {k.removeprefix("backbone."): v for k, v in a["student"].items() if k.startswith("backbone.")}
     assert exported.keys() == student.keys() and all(torch.equal(exported[k], student[k]) for k in student)
-    log = [json.loads(line) for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+
+
+def _method(tmp_path) -> str:
+    return json.loads((tmp_path / "full" / "model" / "config.json").read_text())["method"]
+
+
+def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
+    config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender", **MICRO)
+    log = _trains_resumes_and_exports_the_student(config, tmp_path)
     assert all(0.0 <= r["positive_top1"] <= 1.0 for r in log if "loss" in r)
     windows = loss_summary(tmp_path / "full" / "log.jsonl", every=2)["windows"]
     assert len(windows) == 2 and all("positive_top1" in w and "teacher_entropy" not in w for w in windows)
-    assert (
-        json.loads((tmp_path / "full" / "model" / "config.json").read_text())["method"]
-        == "simclr-infonce-rerender"
-    )
+    assert _method(tmp_path) == "simclr-infonce-rerender"
+
+
+def test_distill_loss_matches_a_direct_reading():
+    from papershelf_vision.models import build
+    from papershelf_vision.train import DistillHead, distill_loss, embedding_and_grid
+
+    torch.manual_seed(0)
+    student, teacher = build("micro-vit", seed=1), build("micro-resnet", seed=2)
+    head = DistillHead(32, 16, 32, 32, 16)  # micro-vit: 32-d, 4x4 grid; micro-resnet: 32-d, 4x4 map of 16
+    views = [torch.rand(3, 3, 16, 16), torch.rand(3, 3, 16, 16)]
+    loss, stats = distill_loss(student, head, teacher, views, dense=0.5)
+    cos = torch.nn.functional.cosine_similarity
+    t_emb, t_maps = embedding_and_grid(teacher, torch.cat(views))
+    t_emb, t_map = t_emb - t_emb.mean(0), t_maps[2] - t_maps[2].mean(dim=(0, 2, 3), keepdim=True)
+    glob, grid = [], []
+    for v in range(2):
+        s_emb, s_maps = embedding_and_grid(student, views[v])
+        for u in range(2):
+            glob.append(1 - cos(head.embedding(s_emb), t_emb[3 * u : 3 * u + 3], dim=-1).mean())
+        grid.append(1 - cos(head.grid(s_maps[0]), t_map[3 * v : 3 * v + 3], dim=1).mean())
+    expected = torch.stack(glob).mean() + 0.5 * torch.stack(grid).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert stats["global_cos"] == pytest.approx(1 - torch.stack(glob).mean().item(), abs=1e-4)
+    loss.backward()  # the frozen teacher gets no gradient, the student and both heads do
+    assert all(p.grad is None for p in teacher.parameters())
+    assert all(p.grad is not None for p in [*student.parameters(), *head.parameters()] if p.requires_grad)
+
+
+def test_distill_objective_trains_from_a_frozen_checkpoint_and_exports_the_student(tmp_path):
+    from papershelf_vision.models import build, save_model
+
+    save_model(build("micro-resnet", seed=3), tmp_path / "teacher")
+    config = TrainConfig(preset="micro-vit", objective="distill", distill_from=str(tmp_path / "teacher"),
+                         views="rerender", **MICRO)  # fmt: skip
+    log = _trains_resumes_and_exports_the_student(config, tmp_path)
+    assert all(-1.0 <= r["cross_view_cos"] <= 1.0 for r in log if "loss" in r)
+    assert _method(tmp_path) == "distill-teacher-rerender"
+    with pytest.raises(InputError, match="unknown checkpoint 'no-such'"):
+        train(TrainConfig(preset="micro-vit", objective="distill", distill_from="no-such", **MICRO),
+              tmp_path / "bad", quiet=True)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -107,6 +153,8 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
         ("mixture", (0.0, 0.0, 0.0), "mixture"),
         ("head_bn", "yes", "head_bn"),
         ("objective", "byol", "objective"),
+        ("distill_from", "", "distill_from"),
+        ("distill_dense", -1.0, "distill_dense"),
         ("seed", 2**40, "seed must be an integer in"),
         ("lr", 10**400, "lr must be finite"),
     ],

@@ -20,6 +20,13 @@ and a projection head (Linear, BatchNorm, ReLU, Linear, L2-normalised), and NT-X
 With ``views="rerender"`` the two views are crops of two renderings of one geometry in two appearances,
 so only shape and layout can tell the positive apart.
 
+Distillation (``objective="distill"``): a frozen self-supervised backbone (``distill_from``, e.g. the shipped
+``resnet-s``) teaches the student from the same two global views — the student's embedding of each view,
+through an MLP, is matched in cosine to the teacher's embeddings of both views, and its last-layer token
+grid, through a 1x1 map, to the teacher's feature map of the same view at that grid (weight
+``distill_dense``); the teacher's features are centred on the batch mean first. A ConvNet teacher hands a
+ViT the locality it cannot bootstrap at this scale (DeiT's observation); no label is used anywhere.
+
 Data and augmentation are functions of ``(seed, step)``, so a run resumed from ``state.pt`` sees the
 same stream as an uninterrupted one. The run folder holds ``state.pt`` (rewritten atomically every
 ``checkpoint_minutes``), ``log.jsonl``, ``model/`` (the latest exported backbone: DINO's teacher, or the
@@ -85,8 +92,14 @@ class TrainConfig:
     # "dino": the self-distillation above. "infonce": SimCLR's NT-Xent between the two global views
     # (each view's positive is the other view of its image, the other 2B - 2 views are negatives) through
     # a projection head (hidden_dim, BatchNorm, ReLU, bottleneck_dim); no teacher, the student is exported.
+    # "distill": the student learns a frozen self-supervised backbone's features (``distill_from``, a
+    # shipped checkpoint name or a model folder): its global embedding of each view is matched to the
+    # teacher's embeddings of both views (cosine), and its last-layer token grid to the teacher's feature
+    # map of the same view at that grid (``distill_dense`` weighs that term). No labels anywhere.
     objective: str = "dino"
     infonce_temp: float = 0.2
+    distill_from: str = "resnet-s"
+    distill_dense: float = 1.0
 
     def __post_init__(self) -> None:
         from papershelf.errors import check_number
@@ -106,6 +119,8 @@ class TrainConfig:
             raise InputError(f"views must be one of {', '.join(VIEWS)}, got {self.views!r}")
         if self.objective not in OBJECTIVES:
             raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not isinstance(self.distill_from, str) or not self.distill_from:
+            raise InputError(f"distill_from must name a checkpoint or a folder, got {self.distill_from!r}")
         if self.objective == "infonce" and self.batch_size < 2:
             raise InputError(f"batch_size must be at least 2 for objective='infonce', got {self.batch_size}")
         if not isinstance(self.head_bn, bool):
@@ -140,10 +155,11 @@ _NUMBER_FIELDS = {"lr": (0, None, True), "min_lr": (0, None, False), "weight_dec
                   "weight_decay_end": (0, None, False), "momentum": (0, 1, False),
                   "teacher_temp": (0, None, True), "student_temp": (0, None, True),
                   "center_momentum": (0, 1, False), "clip_grad": (0, None, True),
-                  "checkpoint_minutes": (0, None, True), "infonce_temp": (0, None, True)}  # fmt: skip
+                  "checkpoint_minutes": (0, None, True), "infonce_temp": (0, None, True),
+                  "distill_dense": (0, None, False)}  # fmt: skip
 
 VIEWS = ("crop", "rerender")
-OBJECTIVES = ("dino", "infonce")
+OBJECTIVES = ("dino", "infonce", "distill")
 
 
 class DINOHead(nn.Module):
@@ -185,6 +201,64 @@ class ProjectionHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.mlp(x), dim=-1)
+
+
+def embedding_and_grid(backbone: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One pass: the backbone's global embedding ``(B, C)`` (what ``forward`` returns) and its token
+    grids as maps ``[(B, C_l, h_l, w_l)]`` — a ViT's last-layer patch tokens (normalised like its CLS),
+    every stage of a ResNet."""
+    from papershelf_vision.models import ViT
+
+    if isinstance(backbone, ViT):
+        t = backbone.norm(backbone.features(x)[-1])
+        gh, gw = x.shape[-2] // backbone.patch_size, x.shape[-1] // backbone.patch_size
+        return t[:, 0], [t[:, 1:].transpose(1, 2).reshape(len(x), -1, gh, gw)]
+    maps = backbone.feature_maps(x)
+    return maps[-1].mean(dim=(2, 3)), maps
+
+
+def at_grid(maps: list[torch.Tensor], size: tuple[int, int]) -> torch.Tensor:
+    """The map of ``maps`` with spatial ``size``, else the last one average-pooled (or resized) to it."""
+    for m in maps:
+        if tuple(m.shape[-2:]) == tuple(size):
+            return m
+    return F.adaptive_avg_pool2d(maps[-1], size)
+
+
+class DistillHead(nn.Module):
+    """The student's heads for ``objective="distill"``: an MLP from its global embedding to the teacher's,
+    and a per-token linear map (1x1 convolution) from its token grid to the teacher's feature map."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, grid_in: int, grid_out: int) -> None:
+        super().__init__()
+        self.embedding = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(), nn.Linear(hidden, out_dim))
+        self.grid = nn.Conv2d(grid_in, grid_out, 1)
+
+
+def distill_loss(student: nn.Module, head: DistillHead, teacher: nn.Module, views: list[torch.Tensor],
+                 dense: float) -> tuple[torch.Tensor, dict]:  # fmt: skip
+    """Mean over (student view v, teacher view u) of 1 - cos(head(s_v), t_u), plus ``dense`` times the
+    mean over views and positions of 1 - cos(grid head(s_v), t_v at the student's grid); the teacher's
+    embeddings and maps are centred on their batch means first."""
+    x = torch.cat(views)
+    with torch.no_grad():
+        t_emb, t_maps = embedding_and_grid(teacher, x)
+    s_emb, s_maps = embedding_and_grid(student, x)
+    s_map = s_maps[-1]
+    # the teacher's features are post-ReLU, all in one orthant, so every pair is already close in cosine;
+    # centred on the batch mean, what is left is what tells images (and positions) apart
+    t_emb = t_emb - t_emb.mean(0, keepdim=True)
+    t_map = at_grid(t_maps, tuple(s_map.shape[-2:]))
+    t_map = t_map - t_map.mean(dim=(0, 2, 3), keepdim=True)
+    s_glob = F.normalize(head.embedding(s_emb), dim=-1).chunk(len(views))
+    t_glob = F.normalize(t_emb, dim=-1).chunk(len(views))
+    glob = torch.stack([1 - (sv * tu).sum(-1).mean() for sv in s_glob for tu in t_glob]).mean()
+    target = F.normalize(t_map, dim=1)
+    grid = 1 - (F.normalize(head.grid(s_map), dim=1) * target).sum(1).mean()
+    with torch.no_grad():  # the health statistic: agreement with the teacher on the *other* rendering
+        cross = float(torch.stack([(s_glob[v] * t_glob[1 - v]).sum(-1).mean() for v in range(2)]).mean())
+    stats = {"global_cos": 1 - glob.item(), "grid_cos": 1 - grid.item(), "cross_view_cos": cross}
+    return glob + dense * grid, {k: round(v, 4) for k, v in stats.items()}
 
 
 class Net(nn.Module):
@@ -393,10 +467,13 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     preset = get_preset(config.preset)
     torch.manual_seed(config.seed)
 
-    infonce = config.objective == "infonce"
+    infonce, distill = config.objective == "infonce", config.objective == "distill"
+    frozen = _distill_teacher(config) if distill else None
 
     def net() -> Net:
         backbone = build(preset, seed=config.seed)
+        if distill:
+            return Net(backbone, _distill_head(config, backbone, frozen))
         if infonce:
             return Net(backbone, ProjectionHead(backbone.embed_dim, config.hidden_dim, config.bottleneck_dim))
         head = DINOHead(
@@ -431,10 +508,11 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     probe_x, probe_y = _probe_set(config, config.global_size)
 
     # the exported backbone: DINO's teacher, or SimCLR's only network
-    exported = student.backbone if infonce else teacher.backbone
-    method = ("simclr-infonce" if infonce else "dino-multicrop") + (
-        "-rerender" if config.views == "rerender" else ""
-    )
+    exported = student.backbone if infonce or distill else teacher.backbone
+    method = "simclr-infonce" if infonce else "dino-multicrop"
+    if distill:
+        method = f"distill-{Path(config.distill_from).name}"
+    method += "-rerender" if config.views == "rerender" else ""
 
     def checkpoint(final: bool = False) -> None:
         nonlocal best
@@ -467,9 +545,11 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         m = cosine(step, config.steps, config.momentum, 1.0)
         opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr, lr
         opt.param_groups[0]["weight_decay"] = wd
-        views = crops(config, source_batch(config, step), step, local=not infonce)  # InfoNCE: 2 views
+        views = crops(config, source_batch(config, step), step, local=config.objective == "dino")
         student.train()
-        if infonce:
+        if distill:
+            loss, stats = distill_loss(student.backbone, student.head, frozen, views, config.distill_dense)
+        elif infonce:
             loss, hit = info_nce(student([torch.cat(views)]), config.infonce_temp)
             stats = {"positive_top1": hit}
         else:
@@ -482,11 +562,11 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             raise RuntimeError(f"non-finite loss at step {step}; lower --config lr")
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if step < config.freeze_last_layer and not infonce:
+        if step < config.freeze_last_layer and config.objective == "dino":
             student.head.last.grad = None
         gnorm = float(nn.utils.clip_grad_norm_(student.parameters(), config.clip_grad))
         opt.step()
-        if not infonce:
+        if config.objective == "dino":
             with torch.no_grad():
                 for ps, pt in zip(student.parameters(), teacher.parameters()):
                     pt.mul_(m).add_(ps.detach(), alpha=1 - m)
@@ -514,6 +594,27 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
                "finished": step >= config.steps}  # fmt: skip
     atomic_write_json(out / "train_config.json", {**asdict(config), "corpus": corpus_id()})
     return summary
+
+
+def _distill_teacher(config: TrainConfig) -> nn.Module:
+    """The frozen backbone a ``distill`` run learns from (a shipped name or a model folder)."""
+    from papershelf_vision.models import load
+
+    teacher = load(config.distill_from)
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def _distill_head(config: TrainConfig, backbone: nn.Module, teacher: nn.Module) -> DistillHead:
+    """Heads sized from one dry pass of both networks at the global crop size."""
+    x = torch.zeros(1, 3, config.global_size, config.global_size)
+    with torch.no_grad():
+        s_emb, s_maps = embedding_and_grid(backbone, x)
+        t_emb, t_maps = embedding_and_grid(teacher, x)
+    t_map = at_grid(t_maps, tuple(s_maps[-1].shape[-2:]))
+    s_dim, t_dim = s_emb.shape[-1], t_emb.shape[-1]
+    return DistillHead(s_dim, config.hidden_dim, t_dim, s_maps[-1].shape[1], t_map.shape[1])
 
 
 def _normalised(saved: dict) -> dict:
@@ -592,7 +693,7 @@ def loss_summary(log_file: Path, every: int = 50) -> dict:
                 "steps": [start + 1, start + every],
                 "loss": round(float(np.mean([r["loss"] for r in w])), 4),
             }
-            for key in ("teacher_entropy", "positive_top1"):  # DINO's or InfoNCE's health statistic
+            for key in ("teacher_entropy", "positive_top1", "cross_view_cos"):  # each objective's health
                 if key in w[0]:
                     window[key] = round(float(np.mean([r[key] for r in w])), 3)
             out["windows"].append({**window, "elapsed_s": w[-1]["elapsed_s"]})
