@@ -61,4 +61,7 @@ def test_eval_cli_on_a_model_folder_reports_pretrained_and_random_init(tmp_path,
     for res in rows["results"].values():
         assert set(res) == {"heldout_linear", "heldout_knn", "digits_linear", "digits_knn", "seg_miou"}
         assert all(0.0 <= v <= 1.0 for v in res.values())
-    assert "random-init" in capsys.readouterr().out
+    ref = rows["seg_reference"]  # micro-resnet at 16 px: stage 3 is a 4x4 grid
+    assert 0 < ref["all_background"] < ref["true_token_labels"] < 1
+    text = capsys.readouterr().out
+    assert "random-init" in text and "seg_miou references at the 4x4 token grid" in text

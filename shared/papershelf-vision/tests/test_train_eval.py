@@ -207,6 +207,17 @@ def test_knn_and_miou_known_answers():
     assert miou(np.array([[0, 0], [0, 1]]), truth) == pytest.approx((2 / 3 + 1 / 2) / 2)
 
 
+def test_token_labels_take_each_patch_majority_and_upsample_back():
+    from papershelf_vision.evaluate import to_pixels, token_labels
+
+    masks = np.zeros((1, 4, 4), np.int64)
+    masks[0, :2, :2] = [[3, 3], [3, 0]]  # top-left patch: 3 of 4 pixels are class 3
+    masks[0, 2:, 2:] = [[1, 0], [0, 0]]  # bottom-right: background wins
+    labels = token_labels(masks, 2, 2)
+    assert labels.tolist() == [[[3, 0], [0, 0]]]
+    assert to_pixels(labels, (4, 4))[0, :2, :2].tolist() == [[3, 3], [3, 3]]
+
+
 def test_training_resumes_to_the_same_weights_as_an_uninterrupted_run(tmp_path):
     config = TrainConfig(preset="micro-vit", **MICRO)
     full = train(config, tmp_path / "full", quiet=True)

@@ -67,7 +67,7 @@ def _eval(args: argparse.Namespace) -> None:
     import torch
 
     from papershelf.repro import atomic_write_json
-    from papershelf_vision.evaluate import evaluate
+    from papershelf_vision.evaluate import default_seg_layer, evaluate, segmentation_reference
     from papershelf_vision.models import build, get_preset, load, n_params
 
     if args.threads is not None:
@@ -98,6 +98,12 @@ def _eval(args: argparse.Namespace) -> None:
     print(f"{'':<14}" + "".join(f"{k:>16}" for k in keys))
     for label, res in rows["results"].items():
         print(f"{label:<14}" + "".join(f"{res[k]:>16.3f}" for k in keys))
+    model = next(iter(models.values()))
+    size = model.config.image_size
+    grid = model.grid(size, size)[default_seg_layer(model)]
+    rows["seg_reference"] = ref = segmentation_reference(tuple(grid), args.seg_test, size)
+    print(f"seg_miou references at the {grid[0]}x{grid[1]} token grid: all-background "
+          f"{ref['all_background']:.3f}, true token labels {ref['true_token_labels']:.3f}")  # fmt: skip
     if args.out:
         atomic_write_json(args.out, rows)
 

@@ -110,19 +110,35 @@ def segmentation_miou(model: nn.Module, n_train: int = 200, n_test: int = 100, s
     xte, mte = scene_set(n_test, size, seed=12)
     ftr, fte = tokens(model, xtr, layer), tokens(model, xte, layer)
     gh, gw = ftr.shape[1:3]
-    ph, pw = size // gh, size // gw
-
-    def patch_labels(masks):
-        p = masks.reshape(len(masks), gh, ph, gw, pw).transpose(0, 1, 3, 2, 4).reshape(len(masks), gh, gw, -1)
-        n_cls = len(D.CLASSES) + 1
-        counts = np.apply_along_axis(lambda v: np.bincount(v, minlength=n_cls), -1, p)
-        return counts.argmax(-1)
-
-    ytr = patch_labels(mtr).reshape(-1)
+    ytr = token_labels(mtr, gh, gw).reshape(-1)
     clf = _logreg(ftr.reshape(-1, ftr.shape[-1]), ytr, max_iter=300)
     pred = clf.predict(fte.reshape(-1, fte.shape[-1])).reshape(len(fte), gh, gw)
-    pred = pred.repeat(ph, axis=1).repeat(pw, axis=2)
-    return miou(pred, mte)
+    return miou(to_pixels(pred, mte.shape[1:]), mte)
+
+
+def token_labels(masks: np.ndarray, gh: int, gw: int) -> np.ndarray:
+    """Each token's label: the majority class of the pixels in its patch, ``(N, gh, gw)``."""
+    n, h, w = masks.shape
+    p = masks.reshape(n, gh, h // gh, gw, w // gw).transpose(0, 1, 3, 2, 4).reshape(n, gh, gw, -1)
+    counts = np.apply_along_axis(lambda v: np.bincount(v, minlength=len(D.CLASSES) + 1), -1, p)
+    return counts.argmax(-1)
+
+
+def to_pixels(labels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Token labels ``(N, gh, gw)`` upsampled (nearest) to pixels ``(N, H, W)``."""
+    return labels.repeat(shape[0] // labels.shape[1], axis=1).repeat(shape[1] // labels.shape[2], axis=2)
+
+
+def segmentation_reference(grid: tuple[int, int], n_test: int = 100, size: int = 32) -> dict:
+    """Two reference scores for the token probe's mIoU on the same test scenes: ``all_background`` (every
+    pixel called background, what a probe that learned nothing scores) and ``true_token_labels`` (every
+    token given its patch's true majority label: a perfect per-token classifier at this grid, which the
+    pixel resolution keeps below 1)."""
+    _, mte = scene_set(n_test, size, seed=12)
+    return {
+        "all_background": miou(np.zeros_like(mte), mte),
+        "true_token_labels": miou(to_pixels(token_labels(mte, *grid), mte.shape[1:]), mte),
+    }
 
 
 def evaluate(model: nn.Module, *, n_train: int = 2000, n_test: int = 1000, seg_train: int = 200,
