@@ -29,7 +29,9 @@ system-deps:  ## install the Debian packages the speech testbed uses, where miss
 setup: system-deps  ## install uv if missing, then the whole workspace from uv.lock into .venv
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv \
 		|| python3 -m pip install --quiet --user uv || python3 -m pip install --quiet --break-system-packages uv
-	$(UV) sync --all-packages --locked
+	@# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (this machine), no .pyc is ever cached, and
+	@# every test worker recompiled torch and sklearn on import (~15 s each); once here, ~1 s on re-runs
+	$(UV) sync --all-packages --locked --compile-bytecode
 
 test-all: setup  ## the README's test command: every test of shared/, packages/ and tests/ on 2 workers
 	$(RUN) pytest -n $(PYTEST_WORKERS) shared packages tests
