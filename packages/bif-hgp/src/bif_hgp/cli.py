@@ -459,7 +459,8 @@ def _bench(args: argparse.Namespace) -> None:
     ]
     print(_table(rows, [*header, "parent R² at " + ", ".join(map(str, few)), "s/run"]))
     print(f"child R² drop without top-down: {100 * agg['child_r2_drop']:.1f}%")
-    m3, med3 = aggregate(block3)["means"], aggregate(block3)["medians"]
+    agg3 = aggregate(block3)
+    m3, med3 = agg3["means"], agg3["medians"]
     print(f"additive3d, budget {budget}, {seeds} seeds:")
     rows = [
         [
@@ -473,7 +474,7 @@ def _bench(args: argparse.Namespace) -> None:
         for k in methods3
     ]
     print(_table(rows, [*header, "s/run"]))
-    print(f"child R² drop without top-down: {100 * aggregate(block3)['child_r2_drop']:.1f}%")
+    print(f"child R² drop without top-down: {100 * agg3['child_r2_drop']:.1f}%")
     rows = [
         [
             names[k],
