@@ -12,7 +12,8 @@ def test_info_lists_presets_with_feature_shapes(capsys):
     vit = next(r for r in rows if r.get("preset") == "vit-tiny")
     assert vit["features"][0] == [65, 192] and vit["embed_dim"] == 192
     shipped = {r["checkpoint"]: r for r in rows if "checkpoint" in r}
-    assert shipped["resnet-s"]["method"] == "simclr-infonce-rerender" and shipped["resnet-s"]["step"] == 2000
+    resnet = shipped["resnet-s"]  # 1000 dense fine-tuning steps on top of the 2000-step InfoNCE run
+    assert resnet["method"] == "simclr-infonce-dense-rerender" and resnet["step"] == 1000
     assert shipped["vit-tiny"]["method"] == "distill-resnet-s-rerender"
 
 

@@ -99,6 +99,90 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
     assert _method(tmp_path) == "simclr-infonce-rerender"
 
 
+def test_infonce_with_the_dense_term_trains_resumes_and_exports_the_student(tmp_path):
+    config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender", dense_weight=0.5,
+                         dense_tokens=4, **MICRO)  # fmt: skip
+    log = _trains_resumes_and_exports_the_student(config, tmp_path)
+    steps = [r for r in log if "loss" in r]
+    assert steps and all(0.0 <= r["dense_top1"] <= 1.0 and r["dense_loss"] > 0 for r in steps)
+    assert _method(tmp_path) == "simclr-infonce-dense-rerender"
+
+
+def test_init_from_starts_the_student_from_a_saved_backbone_of_the_same_architecture(tmp_path):
+    from papershelf_vision.models import build, save_model
+    from safetensors.torch import load_file
+
+    start = build("micro-resnet", seed=5)
+    save_model(start, tmp_path / "start", {"preset": "micro-resnet"})
+    config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender",
+                         init_from=str(tmp_path / "start"), **MICRO)  # fmt: skip
+    train(config, tmp_path / "run", max_minutes=1e-9, quiet=True)  # exports the step-0 student
+    exported = load_file(tmp_path / "run" / "model" / "model.safetensors")
+    assert all(torch.equal(exported[k], v) for k, v in start.state_dict().items())
+    seed0 = build("micro-resnet", seed=0).state_dict()
+    assert not torch.equal(exported["stem.0.weight"], seed0["stem.0.weight"])
+    save_model(build("micro-vit"), tmp_path / "vit", {"preset": "micro-vit"})
+    other = TrainConfig(preset="micro-resnet", init_from=str(tmp_path / "vit"), **MICRO)
+    with pytest.raises(InputError, match="is not a micro-resnet backbone"):
+        train(other, tmp_path / "bad", quiet=True)
+
+
+def test_token_correspondence_finds_the_same_source_point_in_the_other_crop():
+    from papershelf_vision.train import random_resized_crop, token_correspondence
+
+    # a source whose channels are its own normalised (x, y): a crop's pixel holds its source point
+    s, out = 24, 8
+    c = (torch.arange(s, dtype=torch.float64) + 0.5) * 2 / s - 1
+    yy, xx = torch.meshgrid(c, c, indexing="ij")
+    src = torch.stack([xx, yy, xx * 0]).expand(5, 3, s, s).contiguous()
+    g = torch.Generator().manual_seed(3)
+    va, ta = random_resized_crop(src, out, (0.3, 1.0), g, with_theta=True)
+    vb, tb = random_resized_crop(src, out, (0.3, 1.0), g, with_theta=True)
+    where, inside = token_correspondence(ta, tb, out)
+    at_b = torch.nn.functional.grid_sample(vb, where.view(5, 1, -1, 2), align_corners=False)[:, :2, 0]
+    at_a = va[:, :2].flatten(2)
+    assert inside.any() and not inside.all()
+    # bilinear crops of a linear ramp are exact away from the reflected border
+    interior = inside & (where.abs() <= 1 - 2 / out).all(-1)
+    assert interior.sum() > 10
+    assert torch.allclose(at_b.transpose(1, 2)[interior], at_a.transpose(1, 2)[interior], atol=1e-9)
+
+
+def test_dense_info_nce_matches_a_direct_reading():
+    from papershelf_vision.train import dense_info_nce
+
+    g = torch.Generator().manual_seed(4)
+    b, d, G, n, tau = 3, 5, 2, 3, 0.3
+    za = torch.nn.functional.normalize(torch.randn(b, d, G, G, generator=g, dtype=torch.float64), dim=1)
+    zb = torch.nn.functional.normalize(torch.randn(b, d, G, G, generator=g, dtype=torch.float64), dim=1)
+    where = torch.rand(b, G * G, 2, generator=g, dtype=torch.float64) * 2 - 1
+    inside = torch.tensor([[1, 1, 0, 1], [0, 0, 0, 0], [1, 0, 1, 1]], dtype=torch.bool)
+    loss, hit = dense_info_nce(za, zb, where, inside, n, tau, torch.Generator().manual_seed(9))
+    # direct: image 1 has no point inside view b; images 0 and 2 have exactly n = 3, so all are drawn
+    pairs = []
+    for i in range(b):
+        for t in range(G * G):
+            if inside[i, t]:
+                x, y = float(where[i, t, 0]), float(where[i, t, 1])
+                px, py = (x + 1) * G / 2 - 0.5, (y + 1) * G / 2 - 0.5  # align_corners=False pixel coords
+                acc = torch.zeros(d, dtype=torch.float64)
+                for yi in range(G):
+                    for xi in range(G):
+                        w = max(0.0, 1 - abs(px - xi)) * max(0.0, 1 - abs(py - yi))
+                        acc += w * zb[i, :, yi, xi]
+                pairs.append((za[i, :, t // G, t % G], acc / acc.norm()))
+    q = torch.stack([p[0] for p in pairs])
+    k = torch.stack([p[1] for p in pairs])
+    sim = q @ k.T / tau
+    direct = 0.0
+    for i in range(len(q)):
+        direct += -float(torch.log_softmax(sim[i], 0)[i]) - float(torch.log_softmax(sim[:, i], 0)[i])
+    assert float(loss) == pytest.approx(direct / (2 * len(q)), rel=1e-9)
+    assert hit == pytest.approx(float((sim.argmax(-1) == torch.arange(len(q))).double().mean()))
+    none_inside = torch.zeros_like(inside)
+    assert dense_info_nce(za, zb, where, none_inside, n, tau, g)[1] == 0.0
+
+
 def test_distill_loss_matches_a_direct_reading():
     from papershelf_vision.models import build
     from papershelf_vision.train import DistillHead, distill_loss, embedding_and_grid
@@ -155,6 +239,10 @@ def test_distill_objective_trains_from_a_frozen_checkpoint_and_exports_the_stude
         ("objective", "byol", "objective"),
         ("distill_from", "", "distill_from"),
         ("distill_dense", -1.0, "distill_dense"),
+        ("dense_weight", -0.5, "dense_weight"),
+        ("dense_tokens", 0, "dense_tokens"),
+        ("dense_weight", 1.0, "dense_weight needs objective='infonce'"),
+        ("init_from", 3, "init_from must name"),
         ("seed", 2**40, "seed must be an integer in"),
         ("lr", 10**400, "lr must be finite"),
     ],

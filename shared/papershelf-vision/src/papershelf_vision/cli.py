@@ -23,8 +23,9 @@ SAMPLE_KINDS = ("scene", "objects", "digits", "photos", "ir", "sparse", "corrupt
 @app.command(
     "train",
     help="train (or resume) a preset into a run folder: DINO-style multi-crop self-distillation, or SimCLR's "
-    'InfoNCE with {"objective": "infonce"} in the --config file (as in configs/*-simclr.json), or '
-    'distillation from a frozen checkpoint with {"objective": "distill"} (configs/vit-tiny-distill.json)',
+    'InfoNCE with {"objective": "infonce"} in the --config file (as in configs/*-simclr.json; a per-token '
+    'term with "dense_weight", configs/resnet-s-dense.json), or distillation from a frozen checkpoint with '
+    '{"objective": "distill"} (configs/vit-tiny-distill.json); "init_from" starts from saved weights',
     args=[
         arg("--preset", required=True, help=f"one of {', '.join(PRESETS)}"),
         arg("--out", required=True, help="run folder (resumed when it holds a state.pt)"),

@@ -100,6 +100,14 @@ class TrainConfig:
     infonce_temp: float = 0.2
     distill_from: str = "resnet-s"
     distill_dense: float = 1.0
+    # ``objective="infonce"`` only: weight of a dense, per-token InfoNCE between the two global views
+    # (VADeR-style; 0 = off). The views' crop boxes are known, so each token of view 1 has an exact
+    # corresponding point in view 2 (same scene point, other rendering); ``dense_tokens`` of them per image
+    # are contrasted against every other sampled token of the batch, on the segmentation layer's grid.
+    dense_weight: float = 0.0
+    dense_tokens: int = 16
+    # a shipped checkpoint name or a model folder whose weights the backbone starts from ("" = random init)
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         from papershelf.errors import check_number
@@ -123,6 +131,10 @@ class TrainConfig:
             raise InputError(f"distill_from must name a checkpoint or a folder, got {self.distill_from!r}")
         if self.objective == "infonce" and self.batch_size < 2:
             raise InputError(f"batch_size must be at least 2 for objective='infonce', got {self.batch_size}")
+        if not isinstance(self.init_from, str):
+            raise InputError(f"init_from must name a checkpoint or a folder, got {self.init_from!r}")
+        if self.dense_weight > 0 and self.objective != "infonce":
+            raise InputError(f"dense_weight needs objective='infonce', got objective={self.objective!r}")
         if not isinstance(self.head_bn, bool):
             raise InputError(f"head_bn must be true or false, got {self.head_bn!r}")
         if min(self.mixture) < 0 or sum(self.mixture) <= 0:
@@ -150,13 +162,13 @@ def _numbers(name: str, value, count: int) -> tuple[float, ...]:
 # minimum of each integer field, and (low, high, low excluded) of each real one
 _INT_FIELDS = {"steps": 1, "batch_size": 1, "n_local": 1, "global_size": 1, "local_size": 1, "source_size": 1,
                "probe_n": 1, "warmup": 0, "out_dim": 1, "hidden_dim": 1, "bottleneck_dim": 1,
-               "freeze_last_layer": 0, "log_every": 1}  # fmt: skip
+               "freeze_last_layer": 0, "log_every": 1, "dense_tokens": 1}  # fmt: skip
 _NUMBER_FIELDS = {"lr": (0, None, True), "min_lr": (0, None, False), "weight_decay": (0, None, False),
                   "weight_decay_end": (0, None, False), "momentum": (0, 1, False),
                   "teacher_temp": (0, None, True), "student_temp": (0, None, True),
                   "center_momentum": (0, 1, False), "clip_grad": (0, None, True),
                   "checkpoint_minutes": (0, None, True), "infonce_temp": (0, None, True),
-                  "distill_dense": (0, None, False)}  # fmt: skip
+                  "distill_dense": (0, None, False), "dense_weight": (0, None, False)}  # fmt: skip
 
 VIEWS = ("crop", "rerender")
 OBJECTIVES = ("dino", "infonce", "distill")
@@ -261,10 +273,71 @@ def distill_loss(student: nn.Module, head: DistillHead, teacher: nn.Module, view
     return glob + dense * grid, {k: round(v, 4) for k, v in stats.items()}
 
 
-class Net(nn.Module):
-    def __init__(self, backbone: nn.Module, head: DINOHead) -> None:
+class DenseHead(nn.Module):
+    """The dense term's projection of a token grid: 1x1 conv, BatchNorm, ReLU, 1x1 conv, L2-normalised per
+    token (SimCLR's head applied at every position)."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int) -> None:
         super().__init__()
-        self.backbone, self.head = backbone, head
+        self.mlp = nn.Sequential(
+            nn.Conv2d(in_dim, hidden, 1), nn.BatchNorm2d(hidden), nn.ReLU(), nn.Conv2d(hidden, out_dim, 1)
+        )
+
+    def forward(self, grid: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.mlp(grid), dim=1)
+
+
+def segmentation_grid(backbone: nn.Module, maps: list[torch.Tensor]) -> torch.Tensor:
+    """Of :func:`embedding_and_grid`'s maps, the one the segmentation probe reads (a ResNet's stage 3, a
+    ViT's last layer; :func:`papershelf_vision.evaluate.default_seg_layer`)."""
+    from papershelf_vision.evaluate import default_seg_layer
+    from papershelf_vision.models import ViT
+
+    return maps[-1] if isinstance(backbone, ViT) else maps[default_seg_layer(backbone)]
+
+
+def token_correspondence(theta_a: torch.Tensor, theta_b: torch.Tensor, grid: int):
+    """Where each token centre of view a's ``grid`` x ``grid`` map lies in view b: normalised (x, y)
+    coordinates ``(B, grid * grid, 2)`` (row-major tokens) and whether the point is inside view b. The
+    views are crops (``theta``: crop → source) of renderings that share their geometry, so equal source
+    coordinates are the same scene point."""
+    c = (torch.arange(grid, dtype=theta_a.dtype) + 0.5) * 2 / grid - 1
+    yy, xx = torch.meshgrid(c, c, indexing="ij")
+    centres = torch.stack([xx, yy, torch.ones_like(xx)], -1).reshape(1, -1, 3)
+    source = centres @ theta_a.transpose(1, 2)  # (B, grid², 2)
+    a, t = theta_b[:, :, :2], theta_b[:, :, 2]
+    in_b = torch.linalg.solve(a, (source - t[:, None]).transpose(1, 2)).transpose(1, 2)
+    return in_b, (in_b.abs() <= 1).all(-1)
+
+
+def dense_info_nce(za: torch.Tensor, zb: torch.Tensor, where: torch.Tensor, inside: torch.Tensor,
+                   n_tokens: int, temperature: float, g: torch.Generator):  # fmt: skip
+    """Per-token InfoNCE between two views' projected grids ``za``, ``zb`` ``(B, d, G, G)`` (unit norm per
+    token): up to ``n_tokens`` tokens of view a per image whose point lies ``inside`` view b are drawn;
+    each one's positive is view b's feature at its point (``where``, bilinear, re-normalised), and every
+    other drawn token's positive in the batch is a negative — in both directions. Returns the loss and the
+    fraction of drawn tokens whose nearest key is their positive (0 and 0.0 if fewer than 2 are drawn)."""
+    b, d, G, _ = za.shape
+    kb = F.grid_sample(zb, where.view(b, 1, G * G, 2), mode="bilinear", align_corners=False)
+    kb = F.normalize(kb.view(b, d, G * G).transpose(1, 2), dim=-1)
+    qa = za.flatten(2).transpose(1, 2)
+    draw = torch.rand(b, G * G, generator=g).masked_fill_(~inside, -1.0)
+    pick = draw.topk(min(n_tokens, G * G), dim=-1).indices
+    keep = inside.gather(1, pick).reshape(-1)
+    q = qa.gather(1, pick[..., None].expand(-1, -1, d)).reshape(-1, d)[keep]
+    k = kb.gather(1, pick[..., None].expand(-1, -1, d)).reshape(-1, d)[keep]
+    if len(q) < 2:
+        return za.sum() * 0.0, 0.0
+    sim = q @ k.T / temperature
+    target = torch.arange(len(q))
+    loss = 0.5 * (F.cross_entropy(sim, target) + F.cross_entropy(sim.T, target))
+    return loss, float((sim.argmax(-1) == target).float().mean())
+
+
+class Net(nn.Module):
+    def __init__(self, backbone: nn.Module, head: nn.Module, dense: DenseHead | None = None) -> None:
+        super().__init__()
+        self.backbone, self.head, self.dense = backbone, head, dense
 
     def forward(self, crops: list[torch.Tensor]) -> torch.Tensor:
         # one backbone call per resolution, as in DINO's multi-crop wrapper
@@ -359,7 +432,9 @@ def source_plan(config: TrainConfig, step: int) -> tuple[list[int], list[int], l
     return kinds, seeds, [None]
 
 
-def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator) -> torch.Tensor:
+def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator, *, with_theta: bool = False):
+    """Random crops (area ``scale`` of the source, aspect 3/4–4/3, horizontal flips) resized to ``out``;
+    ``with_theta``: also the (B, 2, 3) affine maps from crop to source normalised coordinates."""
     b = len(x)
     area = torch.empty(b).uniform_(scale[0], scale[1], generator=g)
     ratio = torch.exp(torch.empty(b).uniform_(math.log(3 / 4), math.log(4 / 3), generator=g))
@@ -368,10 +443,11 @@ def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator) ->
     cx = (torch.rand(b, generator=g) * 2 - 1) * (1 - w)
     cy = (torch.rand(b, generator=g) * 2 - 1) * (1 - h)
     flip = torch.where(torch.rand(b, generator=g) < 0.5, -1.0, 1.0)
-    theta = torch.zeros(b, 2, 3)
+    theta = torch.zeros(b, 2, 3, dtype=x.dtype)
     theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = w * flip, cx, h, cy
     grid = F.affine_grid(theta, (b, 3, out, out), align_corners=False)
-    return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
+    crop = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
+    return (crop, theta) if with_theta else crop
 
 
 def _grey(x: torch.Tensor) -> torch.Tensor:
@@ -409,22 +485,23 @@ def colour(x: torch.Tensor, g: torch.Generator, p_blur: float, p_solar: float) -
 
 
 def crops(
-    config: TrainConfig, renderings: list[torch.Tensor], step: int, *, local: bool = True
-) -> list[torch.Tensor]:
+    config: TrainConfig, renderings: list[torch.Tensor], step: int, *, local: bool = True,
+    with_theta: bool = False,
+):  # fmt: skip
     """2 global and ``n_local`` local augmented crops (``local=False``: the global ones only, the same
-    two, as they are drawn first); view i is cropped from rendering i mod len."""
+    two, as they are drawn first); view i is cropped from rendering i mod len. ``with_theta``: also the
+    two global crops' boxes (:func:`random_resized_crop`), for the dense term's correspondences."""
     g = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
 
     def src(i: int) -> torch.Tensor:
         return renderings[i % len(renderings)]
 
-    out = [
-        colour(random_resized_crop(src(0), config.global_size, config.global_scale, g), g, 1.0, 0.0),
-        colour(random_resized_crop(src(1), config.global_size, config.global_scale, g), g, 0.1, 0.2),
-    ]
+    v0, t0 = random_resized_crop(src(0), config.global_size, config.global_scale, g, with_theta=True)
+    v1, t1 = random_resized_crop(src(1), config.global_size, config.global_scale, g, with_theta=True)
+    out = [colour(v0, g, 1.0, 0.0), colour(v1, g, 0.1, 0.2)]
     for j in range(config.n_local if local else 0):
         out.append(colour(random_resized_crop(src(j), config.local_size, config.local_scale, g), g, 0.5, 0.0))
-    return out
+    return (out, (t0, t1)) if with_theta else out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -464,18 +541,23 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     state_file, log_file = out / "state.pt", out / "log.jsonl"
-    preset = get_preset(config.preset)
     torch.manual_seed(config.seed)
 
     infonce, distill = config.objective == "infonce", config.objective == "distill"
+    probe = torch.zeros(1, 3, config.global_size, config.global_size)  # sizes the dense head
     frozen = _distill_teacher(config) if distill else None
 
     def net() -> Net:
-        backbone = build(preset, seed=config.seed)
+        backbone = _initial_backbone(config)
         if distill:
             return Net(backbone, _distill_head(config, backbone, frozen))
         if infonce:
-            return Net(backbone, ProjectionHead(backbone.embed_dim, config.hidden_dim, config.bottleneck_dim))
+            head = ProjectionHead(backbone.embed_dim, config.hidden_dim, config.bottleneck_dim)
+            dense = None
+            if config.dense_weight > 0:
+                grid_dim = segmentation_grid(backbone, embedding_and_grid(backbone, probe)[1]).shape[1]
+                dense = DenseHead(grid_dim, config.hidden_dim, config.bottleneck_dim)
+            return Net(backbone, head, dense)
         head = DINOHead(
             backbone.embed_dim, config.out_dim, config.hidden_dim, config.bottleneck_dim, config.head_bn
         )
@@ -510,6 +592,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     # the exported backbone: DINO's teacher, or SimCLR's only network
     exported = student.backbone if infonce or distill else teacher.backbone
     method = "simclr-infonce" if infonce else "dino-multicrop"
+    method += "-dense" if infonce and config.dense_weight > 0 else ""
     if distill:
         method = f"distill-{Path(config.distill_from).name}"
     method += "-rerender" if config.views == "rerender" else ""
@@ -545,10 +628,13 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         m = cosine(step, config.steps, config.momentum, 1.0)
         opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr, lr
         opt.param_groups[0]["weight_decay"] = wd
-        views = crops(config, source_batch(config, step), step, local=config.objective == "dino")
+        views, boxes = crops(config, source_batch(config, step), step, local=config.objective == "dino",
+                             with_theta=True)  # fmt: skip
         student.train()
         if distill:
             loss, stats = distill_loss(student.backbone, student.head, frozen, views, config.distill_dense)
+        elif infonce and student.dense is not None:
+            loss, stats = _global_and_dense(student, views, boxes, config, step)
         elif infonce:
             loss, hit = info_nce(student([torch.cat(views)]), config.infonce_temp)
             stats = {"positive_top1": hit}
@@ -594,6 +680,33 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
                "finished": step >= config.steps}  # fmt: skip
     atomic_write_json(out / "train_config.json", {**asdict(config), "corpus": corpus_id()})
     return summary
+
+
+def _global_and_dense(student: Net, views, boxes, config: TrainConfig, step: int):
+    """InfoNCE on the global embeddings plus ``dense_weight`` times :func:`dense_info_nce` on the
+    segmentation layer's grids, from one backbone pass."""
+    emb, maps = embedding_and_grid(student.backbone, torch.cat(views))
+    glob, hit = info_nce(student.head(emb), config.infonce_temp)
+    z = student.dense(segmentation_grid(student.backbone, maps))
+    za, zb = z.chunk(2)
+    where, inside = token_correspondence(boxes[0], boxes[1], za.shape[-1])
+    g = torch.Generator().manual_seed(2**40 + config.seed * 1_000_003 + step)  # apart from the crops' seeds
+    dense, dense_hit = dense_info_nce(za, zb, where, inside, config.dense_tokens, config.infonce_temp, g)
+    stats = {"positive_top1": hit, "dense_loss": round(dense.item(), 4), "dense_top1": dense_hit}
+    return glob + config.dense_weight * dense, stats
+
+
+def _initial_backbone(config: TrainConfig) -> nn.Module:
+    """The preset at random init (``seed``), or with the weights of ``init_from`` (same architecture)."""
+    from papershelf_vision.models import load
+
+    backbone = build(get_preset(config.preset), seed=config.seed)
+    if config.init_from:
+        start = load(config.init_from)
+        if start.config != backbone.config:
+            raise InputError(f"init_from {config.init_from!r} is not a {config.preset} backbone")
+        backbone.load_state_dict(start.state_dict())
+    return backbone
 
 
 def _distill_teacher(config: TrainConfig) -> nn.Module:
