@@ -125,6 +125,10 @@ def test_init_from_starts_the_student_from_a_saved_backbone_of_the_same_architec
     other = TrainConfig(preset="micro-resnet", init_from=str(tmp_path / "vit"), **MICRO)
     with pytest.raises(InputError, match="is not a micro-resnet backbone"):
         train(other, tmp_path / "bad", quiet=True)
+    missing = TrainConfig(preset="micro-resnet", init_from=str(tmp_path / "nothing-here"), **MICRO)
+    with pytest.raises(InputError, match="nothing-here"):
+        train(missing, tmp_path / "bad", quiet=True)
+    assert not (tmp_path / "bad").exists()  # refused before the run folder is made
 
 
 def test_token_correspondence_finds_the_same_source_point_in_the_other_crop():

@@ -539,7 +539,6 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             raise InputError(f"threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     state_file, log_file = out / "state.pt", out / "log.jsonl"
     torch.manual_seed(config.seed)
 
@@ -563,7 +562,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         )
         return Net(backbone, head)
 
-    student, teacher = net(), net()
+    student, teacher = net(), net()  # a bad init_from / distill_from fails here, before any file is written
+    out.mkdir(parents=True, exist_ok=True)
     teacher.load_state_dict(student.state_dict())
     for p in teacher.parameters():
         p.requires_grad_(False)
