@@ -18,7 +18,9 @@ InfoNCE: the same data, crops and optimiser; the two global crops of each image 
 and a projection head (Linear, BatchNorm, ReLU, Linear, L2-normalised), and NT-Xent at temperature
 ``infonce_temp`` makes each view pick out the other view of its image among the batch's 2B - 1 other views.
 With ``views="rerender"`` the two views are crops of two renderings of one geometry in two appearances,
-so only shape and layout can tell the positive apart.
+so only shape and layout can tell the positive apart. With ``dense_weight`` > 0 a per-token InfoNCE is
+added on the segmentation layer's grid: the crop boxes are known, so each token of view 1 has an exact
+corresponding point in view 2 (:func:`token_correspondence`, :func:`dense_info_nce`; VADeR-style).
 
 Distillation (``objective="distill"``): a frozen self-supervised backbone (``distill_from``, e.g. the shipped
 ``resnet-s``) teaches the student from the same two global views — the student's embedding of each view,
