@@ -129,6 +129,12 @@ def test_init_from_starts_the_student_from_a_saved_backbone_of_the_same_architec
     with pytest.raises(InputError, match="nothing-here"):
         train(missing, tmp_path / "bad", quiet=True)
     assert not (tmp_path / "bad").exists()  # refused before the run folder is made
+    # resuming does not read init_from again: the state holds the weights, and the folder may be gone
+    train(config, tmp_path / "run", max_minutes=1e-9, quiet=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "start")
+    assert train(config, tmp_path / "run", quiet=True)["finished"]
 
 
 def test_token_correspondence_finds_the_same_source_point_in_the_other_crop():
@@ -150,6 +156,28 @@ def test_token_correspondence_finds_the_same_source_point_in_the_other_crop():
     interior = inside & (where.abs() <= 1 - 2 / out).all(-1)
     assert interior.sum() > 10
     assert torch.allclose(at_b.transpose(1, 2)[interior], at_a.transpose(1, 2)[interior], atol=1e-9)
+    # a strided map whose token j sits on pixel 4j (a ResNet's stage 3: centre 0.5 / 4 of its cell)
+    va, ta = random_resized_crop(src, 32, (0.3, 1.0), g, with_theta=True)
+    vb, tb = random_resized_crop(src, 32, (0.3, 1.0), g, with_theta=True)
+    where, inside = token_correspondence(ta, tb, 8, centre=0.125)
+    at_b = torch.nn.functional.grid_sample(vb[:, :, ::4, ::4], where.view(5, 1, -1, 2), align_corners=False)
+    at_a = va[:, :2, ::4, ::4].flatten(2)
+    # away from the crop's edge and from the source's: view b's neighbouring tokens (4 crop pixels apart,
+    # 0.25·|theta_b| in source units) must lie inside the source's pixel centres, where the ramp is linear
+    reach = 1 - 1 / s - 0.25 * torch.diagonal(tb[:, :, :2], dim1=1, dim2=2).abs()  # (5, 2): x, y
+    interior = (
+        inside & (where.abs() <= 1 - 2 / 8).all(-1) & (at_a.transpose(1, 2).abs() <= reach[:, None]).all(-1)
+    )
+    assert interior.sum() > 10
+    assert torch.allclose(at_b[:, :2, 0].transpose(1, 2)[interior], at_a.transpose(1, 2)[interior], atol=1e-9)
+
+
+def test_token_centre_follows_the_architecture():
+    from papershelf_vision.models import build
+    from papershelf_vision.train import token_centre
+
+    # ViT patch tokens sit mid-patch; a ResNet's stage-3 token j on pixel 4j (stride-2 convs centred on 2j)
+    assert token_centre(build("micro-vit")) == 0.5 and token_centre(build("micro-resnet")) == 0.125
 
 
 def test_dense_info_nce_matches_a_direct_reading():
@@ -183,6 +211,14 @@ def test_dense_info_nce_matches_a_direct_reading():
         direct += -float(torch.log_softmax(sim[i], 0)[i]) - float(torch.log_softmax(sim[:, i], 0)[i])
     assert float(loss) == pytest.approx(direct / (2 * len(q)), rel=1e-9)
     assert hit == pytest.approx(float((sim.argmax(-1) == torch.arange(len(q))).double().mean()))
+    # more points inside than drawn: each image draws its own n uniformly (top-n of one uniform per token)
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    every = torch.ones_like(inside)
+    loss2, _ = dense_info_nce(za, zb, where, every, 2, tau, g1)
+    pick = torch.rand(b, G * G, generator=g2, dtype=torch.float32).topk(2, dim=-1).indices
+    sub = torch.zeros_like(inside).scatter_(1, pick, True)
+    assert float(loss2) == pytest.approx(float(dense_info_nce(za, zb, where, sub, 2, tau, g2)[0]), rel=1e-9)
+    assert len({tuple(row) for row in pick.sort(-1).values.tolist()}) > 1  # not the same tokens everywhere
     none_inside = torch.zeros_like(inside)
     assert dense_info_nce(za, zb, where, none_inside, n, tau, g)[1] == 0.0
 

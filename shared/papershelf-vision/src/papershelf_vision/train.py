@@ -298,18 +298,33 @@ def segmentation_grid(backbone: nn.Module, maps: list[torch.Tensor]) -> torch.Te
     return maps[-1] if isinstance(backbone, ViT) else maps[default_seg_layer(backbone)]
 
 
-def token_correspondence(theta_a: torch.Tensor, theta_b: torch.Tensor, grid: int):
-    """Where each token centre of view a's ``grid`` x ``grid`` map lies in view b: normalised (x, y)
-    coordinates ``(B, grid * grid, 2)`` (row-major tokens) and whether the point is inside view b. The
-    views are crops (``theta``: crop → source) of renderings that share their geometry, so equal source
-    coordinates are the same scene point."""
-    c = (torch.arange(grid, dtype=theta_a.dtype) + 0.5) * 2 / grid - 1
+def token_centre(backbone: nn.Module) -> float:
+    """Where a token of the segmentation grid sits inside its cell of the image, in cell units: a ViT patch
+    token in the middle (0.5); a ResNet token on the first pixel's centre (0.5 / stride), because its
+    stride-2 3x3 convolutions (padding 1) and 1x1 shortcuts are centred on input pixel 2j."""
+    from papershelf_vision.evaluate import default_seg_layer
+    from papershelf_vision.models import ViT
+
+    if isinstance(backbone, ViT):
+        return 0.5
+    return 0.5 / 2 ** default_seg_layer(backbone)
+
+
+def token_correspondence(theta_a: torch.Tensor, theta_b: torch.Tensor, grid: int, centre: float = 0.5):
+    """Where each token of view a's ``grid`` x ``grid`` map lies in view b's map: ``grid_sample``
+    coordinates on view b's token grid ``(B, grid * grid, 2)`` (x, y; row-major tokens) and whether the
+    point is inside view b. ``centre``: :func:`token_centre` (0.5 when tokens sit mid-cell). The views are
+    crops (``theta``: crop → source) of renderings that share their geometry, so equal source coordinates
+    are the same scene point."""
+    c = (torch.arange(grid, dtype=theta_a.dtype) + centre) * 2 / grid - 1  # token positions, crop coords
     yy, xx = torch.meshgrid(c, c, indexing="ij")
-    centres = torch.stack([xx, yy, torch.ones_like(xx)], -1).reshape(1, -1, 3)
-    source = centres @ theta_a.transpose(1, 2)  # (B, grid², 2)
+    positions = torch.stack([xx, yy, torch.ones_like(xx)], -1).reshape(1, -1, 3)
+    source = positions @ theta_a.transpose(1, 2)  # (B, grid², 2)
     a, t = theta_b[:, :, :2], theta_b[:, :, 2]
     in_b = torch.linalg.solve(a, (source - t[:, None]).transpose(1, 2)).transpose(1, 2)
-    return in_b, (in_b.abs() <= 1).all(-1)
+    # grid_sample (align_corners=False) reads token j at (j + 0.5) * 2 / grid - 1; token j sits at
+    # (j + centre) * 2 / grid - 1 in the crop
+    return in_b + (0.5 - centre) * 2 / grid, (in_b.abs() <= 1).all(-1)
 
 
 def dense_info_nce(za: torch.Tensor, zb: torch.Tensor, where: torch.Tensor, inside: torch.Tensor,
@@ -549,7 +564,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     frozen = _distill_teacher(config) if distill else None
 
     def net() -> Net:
-        backbone = _initial_backbone(config)
+        backbone = _initial_backbone(config, resuming=state_file.is_file())
         if distill:
             return Net(backbone, _distill_head(config, backbone, frozen))
         if infonce:
@@ -691,19 +706,20 @@ def _global_and_dense(student: Net, views, boxes, config: TrainConfig, step: int
     glob, hit = info_nce(student.head(emb), config.infonce_temp)
     z = student.dense(segmentation_grid(student.backbone, maps))
     za, zb = z.chunk(2)
-    where, inside = token_correspondence(boxes[0], boxes[1], za.shape[-1])
+    where, inside = token_correspondence(boxes[0], boxes[1], za.shape[-1], token_centre(student.backbone))
     g = torch.Generator().manual_seed(2**40 + config.seed * 1_000_003 + step)  # apart from the crops' seeds
     dense, dense_hit = dense_info_nce(za, zb, where, inside, config.dense_tokens, config.infonce_temp, g)
     stats = {"positive_top1": hit, "dense_loss": round(dense.item(), 4), "dense_top1": dense_hit}
     return glob + config.dense_weight * dense, stats
 
 
-def _initial_backbone(config: TrainConfig) -> nn.Module:
-    """The preset at random init (``seed``), or with the weights of ``init_from`` (same architecture)."""
+def _initial_backbone(config: TrainConfig, resuming: bool) -> nn.Module:
+    """The preset at random init (``seed``), or with the weights of ``init_from`` (same architecture);
+    ``resuming``: the run's state.pt replaces the weights, so ``init_from`` is not read (it may be gone)."""
     from papershelf_vision.models import load
 
     backbone = build(get_preset(config.preset), seed=config.seed)
-    if config.init_from:
+    if config.init_from and not resuming:
         start = load(config.init_from)
         if start.config != backbone.config:
             raise InputError(f"init_from {config.init_from!r} is not a {config.preset} backbone")
@@ -808,7 +824,7 @@ def loss_summary(log_file: Path, every: int = 50) -> dict:
                 "steps": [start + 1, start + every],
                 "loss": round(float(np.mean([r["loss"] for r in w])), 4),
             }
-            for key in ("teacher_entropy", "positive_top1", "cross_view_cos"):  # each objective's health
+            for key in ("teacher_entropy", "positive_top1", "dense_loss", "dense_top1", "cross_view_cos"):
                 if key in w[0]:
                     window[key] = round(float(np.mean([r[key] for r in w])), 3)
             out["windows"].append({**window, "elapsed_s": w[-1]["elapsed_s"]})
