@@ -112,3 +112,15 @@ def test_testing_helpers():
     assert_rate_above(20, 100, 0.05)
     with pytest.raises(AssertionError):
         assert_rate_above(6, 100, 0.05)
+
+
+def test_atomic_path_refuses_unwritable_outputs_with_an_input_error(tmp_path):
+    from papershelf.errors import InputError
+
+    with pytest.raises(InputError, match="is a directory"), atomic_path(tmp_path):
+        raise AssertionError("the block must not run")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match="cannot write output path"), atomic_path(blocker / "out.json"):
+        raise AssertionError("the block must not run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing half-written

@@ -20,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from papershelf.errors import InputError
+
 
 def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy's legacy global generator and torch (when they are installed).
@@ -75,11 +77,19 @@ def run_manifest(**extra: Any) -> dict[str, Any]:
 def atomic_path(
     path: str | os.PathLike[str], *, mode: str = "w", encoding: str | None = "utf-8"
 ) -> Iterator[Any]:
-    """Open a temporary file beside ``path``; rename it over ``path`` only if the block succeeds."""
+    """Open a temporary file beside ``path``; rename it over ``path`` only if the block succeeds.
+
+    An output path that cannot be written (a directory, a parent that is a file, no permission) raises
+    :class:`~papershelf.errors.InputError` naming it, before the block runs."""
     dest = Path(path)
-    if dest.parent and not dest.parent.exists():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent or ".")
+    if dest.is_dir():
+        raise InputError(f"output path {str(dest)!r} is a directory; give a file name")
+    try:
+        if dest.parent and not dest.parent.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent or ".")
+    except OSError as exc:
+        raise InputError(f"cannot write output path {str(dest)!r}: {exc.strerror or exc}") from None
     binary = "b" in mode
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
