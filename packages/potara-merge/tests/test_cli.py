@@ -82,6 +82,30 @@ def test_merge_closed_form_from_fisher_files(dirs, capsys):
     assert cfg["r"] == 4 and out["base_model.model.q.lora_A.weight"].shape == (4, 6)
 
 
+def test_merge_closed_form_leaves_out_coordinates_identical_in_both_adapters(dirs, capsys):
+    """The CLI's λ follows personalise's rule: an entry equal in both adapters never moves λ*."""
+    from potara_merge.weights import global_traces, module_traces
+
+    g, loc = _adapter(0), _adapter(1)
+    a_key, b_key = "base_model.model.q.lora_A.weight", "base_model.model.q.lora_B.weight"
+    loc[a_key][:, :3] = g[a_key][:, :3]  # columns neither side trained
+    save_adapter(dirs / "l2", loc, CFG)
+    fg = {a_key: torch.rand(2, 6, generator=torch.Generator().manual_seed(3)), b_key: torch.full((5, 2), 2.0)}
+    fl = {k: 4.0 * v for k, v in fg.items()}
+    fg[a_key][:, :3] = fl[a_key][:, :3] = 1e-6  # no gradient there: a huge variance on both sides
+    save_fisher(dirs / "fg.safetensors", fg)
+    save_fisher(dirs / "fl.safetensors", fl)
+    args = ["merge", "--global", str(dirs / "g"), "--local", str(dirs / "l2"), "--damping", "0"]
+    args += ["--fisher-global", str(dirs / "fg.safetensors"), "--fisher-local", str(dirs / "fl.safetensors")]
+    assert main([*args, "--out", str(dirs / "o")]) == 0
+    same = {k: g[k] == loc[k] for k in g}
+    groups = {"base_model.model.q": [a_key, b_key]}
+    want = global_traces(module_traces(fg, fl, groups, damping=0, same=same)).weight
+    naive = global_traces(module_traces(fg, fl, groups, damping=0)).weight
+    assert abs(want - naive) > 0.05  # the identical columns would have pulled λ toward 0.5
+    assert f"λ = {want:.4f}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("extra", "msg"),
     [
@@ -89,6 +113,9 @@ def test_merge_closed_form_from_fisher_files(dirs, capsys):
         (["--weight", "2"], "weight must be in"),
         (["--weight", "nan"], "weight must be finite"),
         (["--fisher-global", "nope", "--fisher-local", "nope"], "--fisher-global 'nope' is not a file"),
+        (["--weight", "0.5", "--grad-corr", "x.safetensors"], "are exclusive"),
+        (["--weight", "0.5", "--per-module"], "--per-module needs the closed form"),
+        (["--weight", "0.5", "--damping", "-5"], "damping"),
     ],
 )
 def test_merge_bad_input_exits_2(dirs, capsys, extra, msg):

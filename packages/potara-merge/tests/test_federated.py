@@ -101,6 +101,14 @@ def test_personalise_picks_a_weight_in_range_and_rejects_bad_fisher_data():
     nan["2.lora_A.weight"][0, 0] = float("nan")
     with pytest.raises(InputError, match="client 3: NaN"):
         personalise(model, nan, loc, c.X_fisher, c.y_fisher, client=3)
+    with pytest.raises(InputError, match="5 inputs but 2 labels"):
+        personalise(model, fed, loc, c.X_fisher, c.y_fisher[:2])
+    with pytest.raises(InputError, match="fisher"):
+        personalise(model, fed, loc, c.X_fisher, c.y_fisher, fisher="foo")
+    with pytest.raises(InputError, match="different entries"):
+        personalise(
+            model, fed, {k: v for k, v in loc.items() if not k.startswith("4.")}, c.X_fisher, c.y_fisher
+        )
 
 
 def test_bytes_to_reach_and_targets_from_curves():

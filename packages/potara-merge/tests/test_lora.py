@@ -158,7 +158,18 @@ def test_adapter_folder_errors(tmp_path):
     (tmp_path / "x" / "adapter_model.safetensors").write_bytes(b"garbage")
     with pytest.raises(InputError, match="not a LoRA adapter"):
         load_adapter(tmp_path / "x")
-    (tmp_path / "x" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
+    cfg_file = tmp_path / "x" / "adapter_config.json"
+    for bad, msg in (([1, 2], "JSON object"), ({"r": 0}, "r must be"), ({"r": "4"}, "r must be")):
+        cfg_file.write_text(json.dumps(bad))
+        with pytest.raises(InputError, match=msg):
+            load_adapter(tmp_path / "x")
+    cfg_file.write_text(json.dumps({"lora_alpha": None}))
+    with pytest.raises(InputError, match="lora_alpha"):
+        load_adapter(tmp_path / "x")
+    cfg_file.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_adapter(tmp_path / "x")
+    cfg_file.write_text(json.dumps({"peft_type": "LORA"}))
     with pytest.raises(InputError, match="cannot read"):
         load_adapter(tmp_path / "x")
     save_adapter(tmp_path / "y", _adapter(0), CFG)

@@ -58,7 +58,7 @@ def _config(args, **over):
     cfg = SimConfig(
         n_clients=args.clients,
         rounds=args.rounds,
-        skew=args.skew,
+        skew=getattr(args, "skew", "dirichlet:0.3"),  # bench/reproduce pass each of --skews
         potara_frac=args.potara_frac,
         local_steps=args.local_steps,
         local_model_steps=args.local_model_steps,
@@ -148,8 +148,12 @@ def _merge(args: argparse.Namespace) -> None:
         raise InputError(
             "give --weight L, or --fisher-global FILE and --fisher-local FILE for the closed form"
         )
-    if args.weight is not None and (args.fisher_global or args.fisher_local):
-        raise InputError("--weight and --fisher-global/--fisher-local are exclusive")
+    if args.weight is not None and (args.fisher_global or args.fisher_local or args.grad_corr):
+        raise InputError("--weight and --fisher-global/--fisher-local/--grad-corr are exclusive")
+    if args.weight is not None and args.per_module:
+        raise InputError(
+            "--per-module needs the closed form (--fisher-global and --fisher-local), not --weight"
+        )
     info = merge_adapter_dirs(
         args.glob,
         args.local,
@@ -203,7 +207,7 @@ def _demo(args: argparse.Namespace) -> None:
 
 # ---- bench / reproduce --------------------------------------------------------------------------------
 EXP_ARGS = [
-    *[a for a in SIM_ARGS if a.flags[0] not in ("--clients", "--rounds")],
+    *[a for a in SIM_ARGS if a.flags[0] not in ("--clients", "--rounds", "--skew")],  # --skews instead
     arg("--clients", type=int, default=10, help="number of clients (default 10)"),
     arg("--rounds", type=int, default=20, help="FedAvg rounds of the baselines (default 20)"),
     arg("--seeds", type=int, default=3, help="number of seeds (default 3)"),
@@ -301,7 +305,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 @app.command(
     "reproduce",
-    help="label- and task-skewed digits, every method, >= 3 seeds: table, targets, JSON, plot",
+    help="label- and task-skewed digits, every method, 3 seeds by default: table, targets, JSON, plot",
     args=[*EXP_ARGS, arg("--plot", default=None, metavar="FILE.png")],
     common=("out", "seed"),
 )

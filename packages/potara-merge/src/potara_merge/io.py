@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_number
 from potara_merge.lora import canonical_key, load_adapter, lora_modules, merge_lora, save_adapter
 from potara_merge.weights import global_traces, module_traces
 
@@ -48,7 +48,11 @@ def merge_adapter_dirs(
     damping: float = 1e-3,
     mode: str = "factors",
 ) -> dict:
-    """Merge two PEFT LoRA adapter folders into ``out_dir`` with a fixed λ or the closed-form one."""
+    """Merge two PEFT LoRA adapter folders into ``out_dir`` with a fixed λ or the closed-form one.
+
+    The closed form is :func:`potara_merge.personalise`'s rule: coordinates identical in both adapters
+    (e.g. a LoRA factor neither side trained) carry no information about λ and are left out of the traces."""
+    check_number("damping", damping, low=0)
     fed, cfg_f = load_adapter(global_dir, "--global")
     loc, cfg_l = load_adapter(local_dir, "--local")
     fed = {canonical_key(k): v for k, v in fed.items()}
@@ -62,14 +66,18 @@ def merge_adapter_dirs(
         fl = load_fisher(fisher_local, "--fisher-local")
         corr = load_fisher(grad_corr, "--grad-corr") if grad_corr else None
         groups = {m: [a, b] for m, (a, b) in lora_modules(fed).items()}
-        for name, src in (("--fisher-global", ff), ("--fisher-local", fl)):
+        checked = [("--fisher-global", ff), ("--fisher-local", fl)] + (
+            [("--grad-corr", corr)] if corr else []
+        )
+        for name, src in checked:
             for k in fed:
                 if k in src and src[k].shape != fed[k].shape:
                     raise InputError(
                         f"{name}: entry {k!r} has shape {tuple(src[k].shape)}, "
                         f"the adapter's is {tuple(fed[k].shape)}"
                     )
-        traces = module_traces(ff, fl, groups, corr=corr, damping=damping)
+        same = {k: fed[k] == loc[k] for k in fed if k in loc and fed[k].shape == loc[k].shape}
+        traces = module_traces(ff, fl, groups, corr=corr, damping=damping, same=same)
         total = global_traces(traces)
         weights = (
             {m: t.weight for m, t in traces.items()} if per_module else dict.fromkeys(traces, total.weight)

@@ -71,6 +71,15 @@ def canonical_key(key: str) -> str:
     return key if m is None else f"{m['module']}.lora_{m['which']}.weight"
 
 
+def check_lora_config(config: Mapping[str, Any], who: str = "adapter config") -> None:
+    """``r`` a positive integer and ``lora_alpha`` a finite number (PEFT's defaults when absent)."""
+    r, alpha = config.get("r", 8), config.get("lora_alpha", 8)
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise InputError(f"{who}: r must be a positive integer, got {r!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
+        raise InputError(f"{who}: lora_alpha must be a finite number, got {alpha!r}")
+
+
 def lora_scale(config: Mapping[str, Any] | None, module: str) -> float:
     """The scaling s of a module under a PEFT LoraConfig dict (lora_alpha / r, or / √r with rsLoRA)."""
     if config is None:
@@ -78,6 +87,7 @@ def lora_scale(config: Mapping[str, Any] | None, module: str) -> float:
     for key in ("rank_pattern", "alpha_pattern"):
         if config.get(key):
             raise InputError(f"adapter config uses {key}; per-module ranks/alphas are not supported")
+    check_lora_config(config)
     r, alpha = config.get("r", 8), config.get("lora_alpha", 8)
     return alpha / (math.sqrt(r) if config.get("use_rslora") else r)
 
@@ -215,12 +225,17 @@ def load_adapter(path: str | os.PathLike[str], who: str = "adapter") -> tuple[di
         config = json.loads(cfg_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{who}: {cfg_path} is not valid JSON ({exc.msg})") from None
-    if not isinstance(config, dict) or config.get("peft_type", "LORA") != "LORA":
+    except UnicodeDecodeError:
+        raise InputError(f"{who}: {cfg_path} is not UTF-8 text") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{who}: {cfg_path} must hold a JSON object, got {type(config).__name__}")
+    if config.get("peft_type", "LORA") != "LORA":
         raise InputError(
             f"{who}: {cfg_path} is not a LoRA adapter config (peft_type {config.get('peft_type')!r})"
         )
     if config.get("use_dora"):
         raise InputError(f"{who}: DoRA adapters are not supported")
+    check_lora_config(config, f"{who}: {cfg_path}")
     try:
         state = load_file(str(w_path))
     except Exception as exc:

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_choice
 from potara_merge.federated import State, set_state
-from potara_merge.fisher import correlation, diag_fisher, per_sample_grads
+from potara_merge.fisher import _check_xy, correlation, diag_fisher, per_sample_grads
 from potara_merge.lora import lora_modules, merge_lora
 from potara_merge.weights import Traces, global_traces, module_traces
+
+FISHER_KINDS = ("expected", "empirical")
 
 
 @dataclass
@@ -56,6 +58,11 @@ def estimate_traces(
     """
     if X.shape[0] == 0:
         raise InputError(f"client {client}: no samples to estimate the Fisher from")
+    _check_xy(X, y, f"client {client}")
+    check_choice("fisher", fisher, FISHER_KINDS)
+    missing = sorted(set(fed) ^ set(loc))
+    if missing:
+        raise InputError(f"client {client}: fed and loc hold different entries, e.g. {missing[0]!r}")
     names = list(fed)
     groups = {m: [a, b] for m, (a, b) in lora_modules(fed).items()}
     from potara_merge.federated import LoRALinear, lora_per_sample_grads
