@@ -124,3 +124,17 @@ def test_atomic_path_refuses_unwritable_outputs_with_an_input_error(tmp_path):
     with pytest.raises(InputError, match="cannot write output path"), atomic_path(blocker / "out.json"):
         raise AssertionError("the block must not run")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing half-written
+
+
+def test_check_output_path_refuses_before_any_work(tmp_path):
+    from papershelf.errors import InputError
+    from papershelf.repro import check_output_path
+
+    check_output_path(tmp_path / "new" / "deeper" / "r.json")  # a folder still to be made is fine
+    check_output_path(None)
+    with pytest.raises(InputError, match="--plot .* is a directory"):
+        check_output_path(tmp_path, "--plot")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="cannot be written"):
+        check_output_path(tmp_path / "file" / "r.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -73,6 +73,21 @@ def run_manifest(**extra: Any) -> dict[str, Any]:
     }
 
 
+def check_output_path(path: str | os.PathLike[str] | None, flag: str = "--out") -> None:
+    """Refuse an output path that cannot be written, *before* a long run produces what goes there: a
+    directory, or a path whose nearest existing parent is not a writable directory. Creates nothing."""
+    if path is None or str(path) == "":
+        return
+    dest = Path(path)
+    if dest.is_dir():
+        raise InputError(f"{flag} {str(dest)!r} is a directory; give a file name")
+    parent = dest.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {str(dest)!r} cannot be written ({str(parent)!r} is not a writable folder)")
+
+
 @contextlib.contextmanager
 def atomic_path(
     path: str | os.PathLike[str], *, mode: str = "w", encoding: str | None = "utf-8"
