@@ -4,6 +4,7 @@ import itertools
 import json
 import re
 
+import numpy as np
 import pytest
 from dlm_constrain import TokenDFA, compile_regex, schema_to_regex
 from dlm_constrain.json_schema import is_valid_json_for
@@ -137,7 +138,17 @@ def test_bad_regex_names_the_problem(pattern, match):
         ({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["b"]}, "unknown properties"),
         ("{not json", "not valid JSON"),
         ({"enum": []}, "non-empty"),
-        ({"type": "integer", "minimum": 0, "maximum": 10**6}, "too wide"),
+        ({"type": "integer", "minimum": 5, "maximum": 2}, "no integer satisfies"),
+        ({"type": []}, "non-empty list"),
+        ({"type": "integer", "multipleOf": 2}, "'multipleOf' is not supported"),
+        ({"type": "string", "format": "date"}, "'format' is not supported"),
+        ({"type": "number", "minimum": 1}, "'minimum' is not supported"),
+        ({"type": ["integer", "null"], "pattern": "a"}, "'pattern' is not supported"),
+        ({"type": "string", "pattern": "a.b"}, "quote, a backslash"),
+        ({"type": "integer", "minimum": "x"}, "minimum must be a number"),
+        ({"type": "object", "properties": {}, "required": None}, "required must be a list"),
+        ({"type": "string", "minLength": 3, "maxLength": 1}, "maxLength 1 < minLength 3"),
+        ({"type": "array", "items": {"type": "null"}, "minItems": -1}, "non-negative integer"),
     ],
 )
 def test_bad_schema(schema, match):
@@ -156,3 +167,28 @@ def test_bad_vocab_and_ids():
 
 def test_schema_regex_is_plain_python_regex():
     assert re.fullmatch(schema_to_regex({"type": "array", "items": {"type": "integer"}}), "[1,-2,30]")
+
+
+@pytest.mark.parametrize(
+    "lo,hi",
+    [(None, 7), (0, None), (5, None), (-15, None), (None, -7), (-123, 4567), (17, 30219), (-30219, -17),
+     (999, 1000), (3, 3), (-2000, 2000)],
+)  # fmt: skip
+def test_integer_bounds_match_exactly_the_integers_in_range(lo, hi):
+    """One- and two-sided, narrow (enumerated) and wide (digit by digit) ranges, against brute force."""
+    schema = {"type": "integer", "title": "n"}  # an annotation is allowed
+    schema |= {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
+    rx = re.compile(schema_to_regex(schema))
+    rng = np.random.default_rng(0)
+    for x in [*range(-1100, 1101), *rng.integers(-(10**6), 10**6, 2000).tolist()]:
+        inside = (lo is None or x >= lo) and (hi is None or x <= hi)
+        assert (rx.fullmatch(str(x)) is not None) == inside, x
+    assert not any(rx.fullmatch(t) for t in ("-0", "01", "+5", "", "-", "1.0"))
+
+
+def test_non_integer_and_exclusive_bounds_and_type_lists():
+    rx = re.compile(schema_to_regex({"type": "integer", "minimum": 1.5, "exclusiveMaximum": 4}))
+    assert [x for x in range(-3, 8) if rx.fullmatch(str(x))] == [2, 3]
+    rx = re.compile(schema_to_regex({"type": ["integer", "null"], "minimum": 0}))  # minimum: integers only
+    assert rx.fullmatch("null") and rx.fullmatch("12") and not rx.fullmatch("-1")
+    assert re.fullmatch(schema_to_regex({"type": "string", "pattern": "^[a-z]+$"}), '"abc"')

@@ -146,6 +146,36 @@ def test_missing_files(files, capsys):
     (files / "junk.npy").write_text("not an array")
     assert main(["sample", "--probs", str(files / "junk.npy"), "--regex", "a"]) == 2
     assert "cannot read" in capsys.readouterr().err
+    (files / "empty.npy").write_bytes(b"")
+    assert main(["sample", "--probs", str(files / "empty.npy"), "--regex", "a"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    np.savez(files / "arch.npz", a=np.ones((2, 2)))
+    assert main(["sample", "--probs", str(files / "arch.npz"), "--regex", "a"]) == 2
+    assert ".npz archive" in capsys.readouterr().err
+    base = ["sample", "--probs", str(files / "p.npy"), "--vocab", str(files / "vocab.json")]
+    assert main([*base, "--schema", "nope.json"]) == 2
+    assert "--schema: no such file 'nope.json'" in capsys.readouterr().err
+    (files / "latin.json").write_bytes(b'{"type": "\xff"}')
+    assert main([*base, "--schema", str(files / "latin.json")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    (files / "ids.json").write_text('{"a": "x", "b": 1}')
+    assert (
+        main(["sample", "--probs", str(files / "p.npy"), "--vocab", str(files / "ids.json"), "--regex", "a"])
+        == 2
+    )
+    assert "integer ids" in capsys.readouterr().err
+    assert main([*base, "--regex", "(ab)+", "--out", str(files)]) == 2  # refused before any work
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_long_inline_schema_is_json_not_a_path(files, capsys):
+    props = {f"flag_number_{i:02d}": {"type": "boolean"} for i in range(12)}
+    schema = json.dumps({"type": "object", "properties": props})
+    assert len(schema) > 255  # longer than a file name may be
+    argv = ["sample", "--probs", str(files / "p.npy"), "--vocab", str(files / "vocab.json")]
+    assert main([*argv, "--schema", schema]) == 2  # the vocabulary cannot spell it: a clean error
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
 
 
 def test_demo_and_bad_counts(capsys):

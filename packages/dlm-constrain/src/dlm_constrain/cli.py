@@ -14,14 +14,20 @@ from dlm_constrain.automaton import TokenDFA
 from papershelf.bench import format_table, write_records
 from papershelf.cli import App, arg
 from papershelf.errors import InputError, check_int
-from papershelf.repro import atomic_write_json, atomic_write_text, run_manifest, seed_everything
+from papershelf.repro import (
+    atomic_write_json,
+    atomic_write_text,
+    check_output_path,
+    run_manifest,
+    seed_everything,
+)
 
 app = App(
     "dlm-constrain",
     __version__,
     "Exact constrained sampling from diffusion-LM mean-field posteriors under finite automata.",
 )
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path("results")  # relative to the current directory (the package folder in this repo)
 
 
 def _read_vocab(path: str | None, V: int) -> list[str]:
@@ -38,7 +44,24 @@ def _read_vocab(path: str | None, V: int) -> list[str]:
         raise InputError(f"--vocab: {path!r} is not JSON ({type(exc).__name__})") from None
     if not isinstance(vocab, list | dict):
         raise InputError("--vocab must hold a JSON list of token strings or a {token: id} object")
+    if isinstance(vocab, dict) and not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in vocab.values()
+    ):
+        raise InputError("--vocab: a {token: id} object needs non-negative integer ids")
     return vocab
+
+
+def _read_schema(text: str) -> str:
+    """``--schema``: inline JSON (starts with ``{``) or the path of a JSON file."""
+    if text.lstrip().startswith("{"):
+        return text
+    p = Path(text)
+    if not p.is_file():
+        raise InputError(f"--schema: no such file {text!r} (inline JSON must start with '{{')")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"--schema: {text!r} is not UTF-8 text") from None
 
 
 def _read_probs(path: str) -> np.ndarray:
@@ -47,10 +70,12 @@ def _read_probs(path: str) -> np.ndarray:
         raise InputError(f"--probs: no such file {path!r}")
     try:
         arr = np.load(p, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise InputError(
-            f"--probs: cannot read {path!r} as .npy ({' '.join(str(exc).split())[:100]})"
+            f"--probs: cannot read {path!r} as .npy ({' '.join(str(exc).split())[:100] or 'empty file'})"
         ) from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        raise InputError(f"--probs: {path!r} is an .npz archive; give one array saved with np.save")
     return arr
 
 
@@ -75,6 +100,7 @@ def _sample(args: argparse.Namespace) -> None:
 
     if (args.regex is None) == (args.schema is None):
         raise InputError("give exactly one of --regex and --schema")
+    check_output_path(args.out)
     probs = _read_probs(args.probs)
     V = probs.shape[-1] if probs.ndim >= 1 else 0
     vocab = _read_vocab(args.vocab, V)
@@ -82,10 +108,7 @@ def _sample(args: argparse.Namespace) -> None:
     if args.regex is not None:
         dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id)
     else:
-        schema = args.schema
-        if Path(schema).is_file():
-            schema = Path(schema).read_text(encoding="utf-8")
-        dfa = TokenDFA.from_json_schema(schema, vocab, args.eos_id)
+        dfa = TokenDFA.from_json_schema(_read_schema(args.schema), vocab, args.eos_id)
     gen = torch.Generator().manual_seed(args.seed)
     x = sample(
         probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
@@ -186,6 +209,7 @@ def _reproduce(args: argparse.Namespace) -> None:
     steps = check_int("--steps", args.steps, low=1, high=34)
     seeds = check_int("--seeds", args.seeds, low=1, high=100)
     sweep = _parse_steps_list(args.sweep)
+    check_output_path(Path(args.out) if args.out else RESULTS / "reproduce.json")
     seed_everything(args.seed)
     res = reproduce(
         count,
