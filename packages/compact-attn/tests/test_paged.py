@@ -171,3 +171,19 @@ def test_bad_input():
         FixedMask(torch.ones(4, 1, 1))(q, k, offset=0, block=16)
     with pytest.raises(InputError, match="chunk"):
         chunk_spans(10, 0)
+    with pytest.raises(InputError, match="no visible key"):
+        paged_attention(q[:, 16:], cache.k[0], cache.v[0], tables_from_lists([[], []]), offset=16)
+    with pytest.raises(InputError, match="q contains NaN"):
+        CompactAttention().attend(q[:, 16:].masked_fill(q[:, 16:] > 1, float("nan")), cache, 0)
+    with pytest.raises(InputError, match="dtype"):
+        CompactAttention().attend(q[:, 16:].float(), cache, 0)
+    with pytest.raises(InputError, match="layer must be an index"):
+        CompactAttention().attend(q[:, 16:], cache, 1)
+    for bad_scaling in (0, -1.0, float("nan")):
+        with pytest.raises(InputError, match="scaling"):
+            CompactAttention().attend(q[:, 16:], cache, 0, scaling=bad_scaling)
+    for kw in ({"budget": 0}, {"budget": -1}, {"budget": 1.5}, {"n_queries": 0}):
+        with pytest.raises(InputError, match=r"budget|n_queries"):
+            QuokaAttention(**kw)
+    with pytest.raises(InputError, match="page_size"):
+        PagedKVCache.for_length(32, 0, 2, 8)

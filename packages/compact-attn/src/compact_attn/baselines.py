@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 
 from compact_attn.compact import chunk_context
-from compact_attn.paged import PagedKVCache, attend_positions
+from compact_attn.paged import PagedKVCache, attend_positions, softmax_scaling
 from compact_attn.selectors import AntidiagonalSelector
 from compact_attn.tables import own_blocks
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int, check_number
 
 
 def gathered_attention(q, K, V, pos, *, offset: int, scaling: float, impl: str = "sdpa") -> torch.Tensor:
@@ -36,7 +36,7 @@ def dense_chunk_attention(q, k, v, *, offset: int, scaling=None, impl: str = "ma
     H, T, D = q.shape
     Hkv, N, _ = k.shape
     G = H // Hkv
-    scaling = 1.0 / math.sqrt(D) if scaling is None else scaling
+    scaling = softmax_scaling(scaling, D)
     if impl == "sdpa":
         mask = torch.arange(N)[None, :] <= (offset + torch.arange(T))[:, None]
         o = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask, scale=scaling,
@@ -101,7 +101,13 @@ class QuokaAttention:
     name = "quoka"
 
     def __init__(self, budget=0.25, n_queries: int = 32) -> None:
-        self.budget, self.n_queries = budget, n_queries
+        if isinstance(budget, bool) or not isinstance(budget, int | float):
+            raise InputError(f"budget must be a fraction in (0, 1] or a token count >= 1, got {budget!r}")
+        if isinstance(budget, float):
+            check_number("budget", budget, low=0, high=1, low_open=True)
+        else:
+            check_int("budget", budget, low=1)
+        self.budget, self.n_queries = budget, check_int("n_queries", n_queries, low=1)
         self.last_fraction = float("nan")
         self.last_index: torch.Tensor | None = None
 
@@ -110,7 +116,7 @@ class QuokaAttention:
         H, _T, D = q.shape
         Hkv = cache.kv_heads
         G = H // Hkv
-        scaling = 1.0 / math.sqrt(D) if scaling is None else scaling
+        scaling = softmax_scaling(scaling, D)
         k, v = cache.logical_keys(layer), cache.logical_values(layer)
         idx = quoka_select(q, k, offset=offset, budget=self.budget, n_queries=self.n_queries)
         self.last_index = idx
@@ -155,7 +161,7 @@ class PerHeadBlockSparse:
         H, T, D = q.shape
         B = cache.page_size
         G = H // cache.kv_heads
-        scaling = 1.0 / math.sqrt(D) if scaling is None else scaling
+        scaling = softmax_scaling(scaling, D)
         means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
         masks = self.selector(q, cache.logical_keys(layer), offset=offset, block=B, key_means=means)
         rows = row_blocks(masks, offset, T, B)

@@ -9,6 +9,7 @@ from pathlib import Path
 from compact_attn import __version__
 from papershelf.cli import App, arg
 from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
+from papershelf.repro import check_output_path
 
 app = App(
     "compact-attn",
@@ -135,6 +136,7 @@ def _bench(args: argparse.Namespace) -> None:
 
     _check_sel(args)
     _threads(args.threads)
+    check_output_path(args.out)
     repeat = check_int("--repeat", args.repeat, low=1)
     if args.quick:
         shape = dict(n=2048, chunk=128, heads=8, kv_heads=2, head_dim=64, block=32)
@@ -247,6 +249,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     lm = need_testbed()
     _check_sel(args)
     _threads(args.threads)
+    check_output_path(args.out)
+    check_output_path(args.plot, "--plot")
     samples = check_int("--samples", args.samples, low=1)
     for b in args.budgets:
         check_number("--budgets", b, low=0, high=1, low_open=True)
@@ -379,31 +383,45 @@ def _eval(args: argparse.Namespace) -> None:
     path = Path(args.model)
     if not path.is_dir():
         raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
-    if args.prompt_file is not None and not Path(args.prompt_file).is_file():
-        raise InputError(f"--prompt-file {args.prompt_file!r} does not exist")
+    if args.prompt_file is not None:
+        if not Path(args.prompt_file).is_file():
+            raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")
+        try:
+            text = Path(args.prompt_file).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"--prompt-file {args.prompt_file!r} is not UTF-8 text") from None
+    else:
+        text = (Path(__file__).resolve().parent / "selectors.py").read_text(encoding="utf-8") * 2
     _check_sel(args)
     new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
+    if args.max_tokens is not None:
+        check_int("--max-tokens", args.max_tokens, low=1)
     _threads(args.threads)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from compact_attn.baselines import DenseAttention
     from compact_attn.compact import CompactAttention
     from compact_attn.hf import ChunkedPrefill
     from compact_attn.selectors import make_selector
 
+    hf_logging.disable_progress_bar()  # stderr stays for errors
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
     except (OSError, ValueError) as exc:
         raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
     model.eval()
-    if args.prompt_file is not None:
-        text = Path(args.prompt_file).read_text(encoding="utf-8")
-    else:
-        text = (Path(__file__).resolve().parent / "selectors.py").read_text(encoding="utf-8") * 2
-    limit = args.max_tokens or getattr(model.config, "max_position_embeddings", 8192)
-    ids = tok(text, return_tensors="pt").input_ids[:, : check_int("--max-tokens", limit, low=1)]
+    context = getattr(model.config, "max_position_embeddings", None) or getattr(
+        model.config, "n_positions", None
+    )
+    limit = args.max_tokens if args.max_tokens is not None else (context - new if context else None)
+    if context and (limit is None or limit < 1 or limit + new > context):
+        raise InputError(
+            f"--max-tokens {limit} plus --new-tokens {new} must fit the model's {context} positions"
+        )
+    ids = tok(text, return_tensors="pt").input_ids[:, :limit]
     if ids.shape[1] == 0:
         raise InputError(f"--prompt-file {args.prompt_file!r} is empty")
     kw = _sel_kw(args, args.selector)

@@ -17,6 +17,13 @@ def chunk_context(q: torch.Tensor, cache: PagedKVCache, layer: int) -> tuple[int
     if q.dim() != 3:
         raise InputError(f"q must be (heads, T, head_dim), got shape {tuple(q.shape)}")
     check_group(q.shape[0], cache.kv_heads)
+    layers = len(cache.lengths)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+        raise InputError(f"layer must be an index in [0, {layers}), got {layer!r}")
+    if q.dtype != cache.k[layer].dtype:
+        raise InputError(f"q has dtype {q.dtype} but the cache holds {cache.k[layer].dtype}")
+    if q.device.type == "cpu" and not bool(torch.isfinite(q).all()):  # cheap: one chunk of queries
+        raise InputError("q contains NaN or inf")
     N = cache.lengths[layer]
     T = q.shape[1]
     if N < T or T < 1:

@@ -16,7 +16,7 @@ import math
 import torch
 
 from compact_attn.tables import BlockTables, check_group
-from papershelf.errors import InputError, check_int
+from papershelf.errors import InputError, check_int, check_number
 
 
 class PagedKVCache:
@@ -61,6 +61,7 @@ class PagedKVCache:
     @classmethod
     def for_length(cls, n: int, page_size: int, kv_heads: int, head_dim: int, **kw) -> PagedKVCache:
         """A cache with exactly enough pages for ``n`` tokens."""
+        page_size = check_int("page_size", page_size, low=1)
         return cls(max(1, math.ceil(n / page_size)), page_size, kv_heads, head_dim, **kw)
 
     @property
@@ -175,7 +176,14 @@ def paged_attention(
     if offset < 0 or seq_len < offset + T:
         raise InputError(f"need 0 <= offset and offset + T <= seq_len, got {offset}, {T}, {seq_len}")
     check_tables(tables, k_pages, seq_len)
-    scaling = 1.0 / math.sqrt(D) if scaling is None else scaling
+    valid = torch.arange(tables.logical.shape[1])[None, :] < tables.lengths[:, None]
+    first = tables.logical.masked_fill(~valid, torch.iinfo(tables.logical.dtype).max)
+    first = first.min(1).values if first.shape[1] else torch.full((tables.kv_heads,), offset + 1)
+    if bool((first * k_pages.shape[2] > offset).any()):  # a softmax over no key: silent zeros otherwise
+        raise InputError(
+            "a block table gives the chunk's first query no visible key; include the chunk's own blocks"
+        )
+    scaling = softmax_scaling(scaling, D)
     if backend == "triton":
         from compact_attn.kernels.paged_attention import paged_attention_triton
 
@@ -229,3 +237,10 @@ def attend_positions(q, K, V, pos, *, offset: int, seq_len: int, scaling: float,
     if hidden is not None:
         s.view(G, T, -1)[:, :, c0:].masked_fill_(hidden[None], float("-inf"))
     return (torch.softmax(s, -1) @ V).view(G, T, -1)
+
+
+def softmax_scaling(scaling, head_dim: int) -> float:
+    """The logits' scale: ``1/√head_dim`` when ``scaling`` is None, else a finite positive number."""
+    if scaling is None:
+        return 1.0 / math.sqrt(head_dim)
+    return check_number("scaling", scaling, low=0, low_open=True)
