@@ -56,6 +56,10 @@ def test_misc_bad_inputs():
         make_quantizer("vq", 8, 64, no_such_option=1)
     with pytest.raises(InputError, match="dimension"):
         nearest_code(torch.randn(3, 4), torch.randn(5, 3))
+    with pytest.raises(InputError, match="NaN"):
+        nearest_code(torch.tensor([[float("nan"), 0.0]]), torch.randn(5, 2))
+    with pytest.raises(InputError, match="floating point"):
+        nearest_code(torch.tensor([[0, 0, 0, 1]]), torch.tensor([[0.4] * 4, [0, 0, 0, 0.9]]))
     q = make_quantizer("asvq", 8, 64)
     with pytest.raises(InputError, match="indices must lie"):
         q.decode(torch.tensor([64]))

@@ -49,7 +49,30 @@ def test_search_bad_files_exit_2_without_output(tmp_path, capsys):
     assert "--chunk-size" in _error(capsys, [*base, str(tmp_path / "c4.npy"), "--chunk-size", "0"])
     (tmp_path / "junk.npy").write_text("junk")
     assert "not a readable" in _error(capsys, [*base, str(tmp_path / "junk.npy")])
+    (tmp_path / "zero.npy").write_bytes(b"")
+    assert "not a readable" in _error(capsys, [*base, str(tmp_path / "zero.npy")])
+    np.savez(tmp_path / "arch.npz", a=np.ones((5, 3)))
+    assert ".npz archive" in _error(capsys, [*base, str(tmp_path / "arch.npz")])
     assert not out.exists()
+    np.save(tmp_path / "c3.npy", np.ones((5, 3)))
+    argv = ["search", "--vectors", str(tmp_path / "x.npy"), "--codebook", str(tmp_path / "c3.npy")]
+    assert "is a directory" in _error(capsys, [*argv, "--out", str(tmp_path)])
+
+
+def test_search_is_exact_far_from_the_origin_and_at_huge_scales(tmp_path, capsys):
+    """float32 inputs whose ‖x‖² − 2x·c + ‖c‖² would cancel (+1000 shift) or overflow (1e20 scale)."""
+    rng = np.random.default_rng(1)
+    x, c = rng.normal(size=(300, 12)), rng.normal(size=(50, 12))
+    for shift, scale in ((1000.0, 1.0), (0.0, 1e20)):
+        xs, cs = ((x + shift) * scale).astype(np.float32), ((c + shift) * scale).astype(np.float32)
+        np.save(tmp_path / "x.npy", xs)
+        np.save(tmp_path / "c.npy", cs)
+        out = tmp_path / "idx.npy"
+        argv = ["search", "--vectors", str(tmp_path / "x.npy"), "--codebook", str(tmp_path / "c.npy")]
+        assert main([*argv, "--out", str(out)]) == 0
+        want = brute_force_nearest(xs.astype(np.float64), cs.astype(np.float64))
+        assert (np.load(out) == want).mean() >= 0.99, (shift, scale)
+    capsys.readouterr()
 
 
 def test_train_digits_prints_diagnostics_and_writes_json(tmp_path, capsys):
@@ -69,6 +92,13 @@ def test_train_errors(capsys):
     assert "--lr" in _error(capsys, ["train", "--lr", "-1", "--steps", "1"])
     assert "--batch-size" in _error(capsys, ["train", "--batch-size", "0", "--steps", "1"])
     _error(capsys, ["train", "--data", "cifar"])
+
+
+def test_train_refuses_bad_outputs_before_training(tmp_path, capsys):
+    argv = ["train", "--steps", "1", "--codebook-size", "8", "--save", str(tmp_path / "m.pt")]
+    assert "--indices-out" in _error(capsys, [*argv, "--indices-out", str(tmp_path)])
+    assert "different files" in _error(capsys, [*argv, "--out", str(tmp_path / "m.pt")])
+    assert list(tmp_path.iterdir()) == []  # nothing written by the refused runs
 
 
 def test_speech_without_espeak_says_how_to_install(capsys, monkeypatch):

@@ -13,7 +13,7 @@ from asvq import __version__
 from papershelf.bench import format_table, write_records
 from papershelf.cli import App, arg
 from papershelf.errors import InputError
-from papershelf.repro import atomic_path, atomic_write_json, run_manifest
+from papershelf.repro import atomic_path, atomic_write_json, check_output_path, run_manifest
 
 app = App(
     "asvq", __version__, "Adaptive-Scale Vector Quantization: drop-in quantizers, diagnostics, experiments."
@@ -36,8 +36,14 @@ def _load_npy(path: str, what: str) -> np.ndarray:
         raise InputError(f"{what} file {path!r} does not exist")
     try:
         arr = np.load(p, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise InputError(f"{what} file {path!r} is not a readable .npy array ({exc})") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(
+            f"{what} file {path!r} is not a readable .npy array ({exc or 'empty file'})"
+        ) from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        raise InputError(f"{what} file {path!r} is an .npz archive; give one array saved with np.save")
+    if np.iscomplexobj(arr):
+        raise InputError(f"{what} is complex; real vectors are expected")
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
         raise InputError(f"{what} must be a 2-D numeric array (rows, features), got shape {arr.shape}")
     if arr.shape[0] == 0:
@@ -92,6 +98,12 @@ def _train(args: argparse.Namespace) -> None:
         check_int(flag, value, low=1)
     check_number("--lr", args.lr, low=0, low_open=True)
     check_number("--quantizer-lr", args.quantizer_lr, low=0, low_open=True)
+    outputs = {flag: path for flag, path in (("--save", args.save), ("--indices-out", args.indices_out),
+                                             ("--out", args.out)) if path}  # fmt: skip
+    for flag, path in outputs.items():  # every output refused now, not after training wrote the first
+        check_output_path(path, flag)
+    if len({str(Path(p).resolve()) for p in outputs.values()}) < len(outputs):
+        raise InputError("--save, --indices-out and --out must name different files")
     options: dict[str, Any] = {}
     if args.quantizer == "asvq":
         options["scale"] = args.scale
@@ -161,9 +173,16 @@ def _search(args: argparse.Namespace) -> None:
     c = _load_npy(args.codebook, "--codebook")
     if x.shape[1] != c.shape[1]:
         raise InputError(f"--vectors have dimension {x.shape[1]} but the --codebook has {c.shape[1]}")
+    check_output_path(args.out)
     dtype = torch.float64 if np.float64 in (x.dtype, c.dtype) else torch.float32
+    # distances are invariant to a shared shift and their argmin to a shared positive scale: centring on
+    # the codebook's mean and scaling to unit range keeps float32's ‖x‖² − 2x·c + ‖c‖² from cancelling
+    # (data far from the origin) or overflowing (|values| above ~1e19)
+    centre = c.mean(0, dtype=np.float64)
+    scale = max(float(np.abs(c - centre).max()), float(np.abs(x - centre).max()), 1e-300)
+    xs, cs = (x - centre) / scale, (c - centre) / scale
     idx = nearest_code(
-        torch.as_tensor(x, dtype=dtype), torch.as_tensor(c, dtype=dtype), chunk_size=chunk_size
+        torch.as_tensor(xs, dtype=dtype), torch.as_tensor(cs, dtype=dtype), chunk_size=chunk_size
     )
     _save_npy(args.out, idx.numpy())
     print(f"{x.shape[0]} vectors, {c.shape[0]} codes, d = {x.shape[1]}: indices written to {args.out}")

@@ -43,6 +43,10 @@ def nearest_code(
         raise InputError(f"x has dimension {x.shape[1]} but the codes have dimension {codes.shape[1]}")
     if codes.shape[0] < 1:
         raise InputError("codes must hold at least one code")
+    if not (x.is_floating_point() and codes.is_floating_point()):
+        raise InputError(f"x and codes must be floating point, got {x.dtype} and {codes.dtype}")
+    if not bool(torch.isfinite(x).all()):  # one pass over x, small next to the N·K·d scores
+        raise InputError("x contains NaN or infinite values")
     chunk_size = check_int("chunk_size", chunk_size, low=1)
     with torch.no_grad():
         codes = codes.detach().to(x.dtype)
