@@ -3,8 +3,9 @@ while looking at the `reproduce` table on data it was not chosen on. κ = n/16, 
 
     python scripts/needle_fresh_samples.py tiny-s niah:512 passkey:1024 [--samples 20] [--seed 1000]
 
-Prints dense, oracle, Prism with fixed 16-token blocks (``min_blocks=0``) and Prism with the default
-(blocks shrink for small κ)."""
+Prints dense, oracle, Prism with fixed 16-token blocks (``min_blocks=0``), Prism without the global term's
+page floor (``global_min_pages=0``: κ tokens' worth of pages only) and Prism with the default (blocks shrink
+and the global term proposes at least 16 pages for small κ)."""
 
 import argparse
 
@@ -30,7 +31,8 @@ def main() -> None:
         configs = {
             "dense": PrismConfig(method="dense", kappa=k),
             "oracle": PrismConfig(method="oracle", kappa=k),
-            "prism, 16-token blocks": PrismConfig(kappa=k, min_blocks=0),
+            "prism, 16-token blocks": PrismConfig(kappa=k, min_blocks=0, global_min_pages=0),
+            "prism, no page floor": PrismConfig(kappa=k, global_min_pages=0),
             "prism (default)": PrismConfig(kappa=k),
         }
         acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)

@@ -2,7 +2,16 @@
 
 import pytest
 import torch
-from prism_attn import PrismConfig, PrismDecoder, decode_step, propose, refine, select_topk, sparse_decode
+from prism_attn import (
+    PrismConfig,
+    PrismDecoder,
+    attention_loss,
+    decode_step,
+    propose,
+    refine,
+    select_topk,
+    sparse_decode,
+)
 from prism_attn.data import random_cache
 
 from papershelf.errors import InputError
@@ -29,6 +38,8 @@ def qkv():
         ({"dense_layers": (-1,)}, "dense_layers"),
         ({"global_pages": -0.5}, "global_pages"),
         ({"global_pages": float("nan")}, "global_pages"),
+        ({"global_min_pages": -1}, "global_min_pages"),
+        ({"global_min_pages": 2.5}, "global_min_pages"),
         ({"global_span": 0}, "global_span"),
         ({"global_dtype": "int8"}, "global_dtype"),
         ({"min_blocks": -1}, "min_blocks"),
@@ -67,6 +78,21 @@ def test_bad_tensors(qkv):
         refine(q, K, torch.zeros(1, 2, 3, dtype=torch.long), -1)
     with pytest.raises(InputError, match="backend"):
         PrismDecoder(backend="cuda-magic")
+    with pytest.raises(InputError, match="q contains NaN"):
+        decode_step([q.masked_fill(q > 1, float("nan"))], [K], [V])
+    with pytest.raises(InputError, match="non-empty"):
+        select_topk(q[:0], K[:0], 4)
+    idx = select_topk(q, K, 4)
+    with pytest.raises(InputError, match="repeats a token"):
+        attention_loss(q, K, torch.cat([idx, idx], -1))
+    with pytest.raises(InputError, match="selects no token"):
+        sparse_decode(q, K, V, idx[..., :0])
+    with pytest.raises(InputError, match="same layers"):
+        decode_step([q, q], [K], [V])
+    with pytest.raises(InputError, match="PrismConfig"):
+        PrismDecoder({"kappa": 4})
+    with pytest.raises(InputError, match="layer must be"):
+        PrismDecoder().step(-1, q, K, V)
 
 
 def test_nothing_changes_after_a_rejected_call(qkv):

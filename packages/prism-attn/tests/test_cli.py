@@ -38,6 +38,8 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         (["bench", "--quick", "--small-threads", "0"], "--small-threads"),
         (["bench", "--quick", "--min-blocks", "-1"], "min_blocks"),
         (["bench", "--quick", "--global-dtype", "int8"], "global_dtype"),
+        (["bench", "--quick", "--global-min-pages", "-1"], "global_min_pages"),
+        (["bench", "--quick", "--kappa", "1.9"], "whole number of tokens"),
         (["eval", "--model", "/no/such/folder", "--prompt-file", "x.txt"], "--model"),
     ],
 )
@@ -52,6 +54,26 @@ def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):
 def test_eval_needs_a_prompt_file(tmp_path, capsys):
     assert main(["eval", "--model", str(tmp_path), "--prompt-file", str(tmp_path / "none.txt")]) == 2
     assert "--prompt-file" in capsys.readouterr().err
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00garbage\xc3")
+    assert main(["eval", "--model", str(tmp_path), "--prompt-file", str(tmp_path / "bin.txt")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_eval_refuses_a_prompt_past_the_models_positions(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    from papershelf_lm.model import CHECKPOINTS
+    from transformers import AutoConfig
+
+    folder = CHECKPOINTS / "tiny-s"
+
+    limit = AutoConfig.from_pretrained(folder, local_files_only=True).max_position_embeddings
+    (tmp_path / "long.txt").write_text("a" * limit)
+    assert (
+        main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "long.txt"), "--threads", "1"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and f"exceeds the model's {limit} positions" in err
 
 
 def test_subprocess_error_exit_code():

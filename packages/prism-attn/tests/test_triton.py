@@ -43,3 +43,25 @@ def test_triton_kernel_under_the_interpreter_equals_torch(interpreted):
         got = interpreted.sparse_decode_triton(q, K, V, idx, splits=splits, block_n=8)
         want = ops.sparse_decode(q, K, V, idx)
         assert (got - want).abs().max().item() < 1e-5, (seed, splits)
+
+
+def test_prism_layers_attend_through_the_kernel_with_backend_triton(interpreted, monkeypatch):
+    """backend="triton": Prism's refined layers select in torch, then attend through the kernel."""
+    import prism_attn.kernels as kernels
+    from prism_attn import PrismConfig, PrismDecoder
+
+    calls = []
+    kernel = interpreted.sparse_decode_triton
+    monkeypatch.setattr(kernels, "sparse_decode_triton", lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    cfg = PrismConfig(kappa=12, block=4, local=8, dense_layers=(), anchor_layers=(0,))
+    outs = {}
+    for backend in ("torch", "triton"):
+        dec = PrismDecoder(cfg, backend=backend)
+        outs[backend] = []
+        for layer in range(3):
+            q, K, V = random_cache(60, heads=4, kv_heads=2, head_dim=8, seed=10 + layer)
+            outs[backend].append(dec.step(layer, q, K, V))
+    assert len(calls) == 2  # the two refined layers; the anchor attends in torch
+    for (a, ia), (b, ib) in zip(outs["torch"], outs["triton"]):
+        assert (a - b).abs().max().item() < 1e-5
+        assert ia is None or torch.equal(ia, ib)

@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from papershelf.errors import check_int
 from prism_attn.config import check_decode_inputs, check_kappa
 from prism_attn.ops import PageBounds, _topk_sorted, dense_decode
 
@@ -53,6 +54,7 @@ def quest_select(q, K, kappa: int, page: int = 16, scaling: float | None = None,
     (B, H_kv, pages·page) ascending, -1 past the end of the cache. ``meta``: :func:`quest_metadata`."""
     scaling = check_decode_inputs(q, K, K, scaling)
     kappa = check_kappa(kappa)
+    page = check_int("page", page, low=1)
     B, H, D = q.shape
     Hkv, n = K.shape[1], K.shape[2]
     lo, hi = quest_metadata(K, page) if meta is None else meta

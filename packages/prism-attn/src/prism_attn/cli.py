@@ -9,6 +9,7 @@ from pathlib import Path
 
 from papershelf.cli import App, arg
 from papershelf.errors import InputError, MissingDependencyError, check_int
+from papershelf.repro import check_output_path
 from prism_attn import __version__
 from prism_attn.config import METHODS, PrismConfig
 
@@ -38,6 +39,12 @@ CONFIG_ARGS = [
         help="the proposal's global term: top blocks by the Quest bound, as a multiple of kappa tokens "
         "(default 1; 0 = proposal from the previous selection only)",
     ),
+    arg(
+        "--global-min-pages",
+        type=int,
+        default=16,
+        help="the global term proposes at least this many pages (default 16; matters for small kappa)",
+    ),
     arg("--global-span", type=int, default=1, help="blocks per page of the global term (default 1)"),
     arg(
         "--global-dtype",
@@ -51,9 +58,9 @@ CONFIG_ARGS = [
 def _kappa(value, default):
     if value is None:
         return default
-    if value <= 0 or not math.isfinite(value):
+    if value <= 0 or not math.isfinite(value) or (value >= 1 and value != int(value)):
         raise InputError(
-            f"--kappa must be a positive number of tokens or a fraction in (0, 1), got {value:g}"
+            f"--kappa must be a whole number of tokens (>= 1) or a fraction in (0, 1), got {value:g}"
         )
     return float(value) if value < 1 else int(value)
 
@@ -69,6 +76,7 @@ def _config(args, method="prism", kappa=None) -> PrismConfig:
         anchor_every=args.anchor_every,
         anchor_layers=None if args.anchor_layers is None else tuple(args.anchor_layers),
         global_pages=args.global_pages,
+        global_min_pages=args.global_min_pages,
         global_span=args.global_span,
         global_dtype=args.global_dtype,
     )
@@ -161,6 +169,7 @@ def _bench(args: argparse.Namespace) -> None:
     from prism_attn.experiments import speed_stack
 
     _threads(args.threads)
+    check_output_path(args.out)
     repeat = check_int("--repeat", args.repeat, low=1)
     small = None if args.small_threads is None else check_int("--small-threads", args.small_threads, low=1)
     if args.quick:
@@ -242,6 +251,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     for n in [*args.loss_lengths, *args.niah_lengths]:
         check_int("lengths", n, low=256, high=16384)
     base = _config(args)
+    check_output_path(args.out)
+    check_output_path(args.plot, "--plot")
     model, _ = lm.load(args.model)
     result: dict = {"model": args.model, "config": {k: v for k, v in vars(base).items()}}
     started = time.time()
@@ -361,7 +372,11 @@ def _eval(args: argparse.Namespace) -> None:
         raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
     prompt_path = Path(args.prompt_file)
     if not prompt_path.is_file():
-        raise InputError(f"--prompt-file {args.prompt_file!r} does not exist")
+        raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")
+    try:
+        prompt = prompt_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"--prompt-file {args.prompt_file!r} is not UTF-8 text") from None
     new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
     cfg = _config(args, method=args.method)
     _threads(args.threads)
@@ -370,17 +385,28 @@ def _eval(args: argparse.Namespace) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise MissingDependencyError("transformers", package="prism-attn", extra="hf") from None
+    from transformers.utils import logging as hf_logging
+
     from prism_attn.hf import enable
 
+    hf_logging.disable_progress_bar()  # stderr stays for errors
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
     except (OSError, ValueError) as exc:
         raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
     model.eval()
-    ids = tok(prompt_path.read_text(encoding="utf-8"), return_tensors="pt").input_ids
+    ids = tok(prompt, return_tensors="pt").input_ids
     if ids.shape[1] == 0:
         raise InputError(f"--prompt-file {args.prompt_file!r} is empty")
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(
+        model.config, "n_positions", None
+    )
+    if limit and ids.shape[1] + new > limit:
+        raise InputError(
+            f"the prompt ({ids.shape[1]} tokens) plus --new-tokens {new} exceeds the model's {limit} "
+            "positions; shorten the prompt or lower --new-tokens"
+        )
 
     def generate():
         with torch.no_grad():

@@ -36,11 +36,13 @@ class PrismConfig:
     ⌈global_pages·κ / (global_span·block)⌉ pages of ``global_span`` blocks (outside the sink/local blocks)
     with the largest Quest-style upper bound of q·k (per-page channel min/max of K, GQA-pooled), so it can
     reach regions the previous layer did not select. ``0`` turns it off (the proposal is then built from the
-    previous selection only). ``global_span``: blocks per page of the global term (its metadata costs
-    2/(global_span·block) of the key cache per layer). ``global_dtype``: the precision those page bounds are
-    stored and scored in — ``"auto"`` (bfloat16 for a float32 cache, which halves the bytes the global term
-    reads; the cache's own dtype otherwise, so float64 stays exact), ``"same"`` (the cache's dtype) or a
-    dtype name. The bounds are rounded outward, and refinement scores the proposed tokens exactly.
+    previous selection only). ``global_min_pages``: the global term proposes at least this many pages, so a
+    small budget still searches enough places (with the defaults it applies below κ = 256; the speed
+    benchmarks' κ = 2048 proposes 128). ``global_span``: blocks per page of the global term (its metadata
+    costs 2/(global_span·block) of the key cache per layer). ``global_dtype``: the precision those page
+    bounds are stored and scored in — ``"auto"`` (bfloat16 for a float32 cache, which halves the bytes the
+    global term reads; the cache's own dtype otherwise, so float64 stays exact), ``"same"`` (the cache's
+    dtype) or a dtype name. The bounds are rounded outward, and refinement scores the proposed tokens exactly.
     """
 
     method: str = "prism"
@@ -57,6 +59,7 @@ class PrismConfig:
     dense_layers: tuple[int, ...] = field(default_factory=lambda: (0,))
     page: int = 16
     global_pages: float = 1.0
+    global_min_pages: int = 16
     global_span: int = 1
     global_dtype: str = "auto"
 
@@ -80,6 +83,7 @@ class PrismConfig:
         check_int("anchor_every", self.anchor_every, low=1)
         check_int("page", self.page, low=1)
         check_number("global_pages", self.global_pages, low=0)
+        check_int("global_min_pages", self.global_min_pages, low=0)
         check_int("global_span", self.global_span, low=1)
         check_choice("global_dtype", self.global_dtype, ("auto", "same", *_DTYPES))
         if self.max_candidates is not None:
@@ -124,8 +128,12 @@ class PrismConfig:
         return min(self.block, 1 << (b.bit_length() - 1))
 
     def global_count(self, kappa: int) -> int:
-        """How many pages (of ``global_span`` blocks) the global term proposes for budget κ."""
-        return math.ceil(self.global_pages * kappa / (self.global_span * self.block_for(kappa)))
+        """How many pages (of ``global_span`` blocks) the global term proposes for budget κ: κ·global_pages
+        tokens' worth, at least ``global_min_pages`` (0 when ``global_pages`` is 0: no global term)."""
+        if not self.global_pages:
+            return 0
+        pages = math.ceil(self.global_pages * kappa / (self.global_span * self.block_for(kappa)))
+        return max(pages, self.global_min_pages)
 
     def global_meta_dtype(self, cache_dtype):
         """The torch dtype of the global term's page bounds for a cache of ``cache_dtype``."""
@@ -156,6 +164,12 @@ def check_decode_inputs(q, K, V, scaling=None) -> float:
     if K.shape != V.shape:
         raise InputError(f"K and V must have the same shape, got {tuple(K.shape)} and {tuple(V.shape)}")
     B, H, D = q.shape
+    if B == 0 or H == 0 or D == 0:
+        raise InputError(f"q must have a non-empty batch, head count and head dim, got {tuple(q.shape)}")
+    # q is tiny: checked on the CPU (on an accelerator the check would cost a host sync per layer). The
+    # cache is not scanned: that would read all of K and V every step, the cost sparse decoding avoids.
+    if q.device.type == "cpu" and not bool(torch.isfinite(q).all()):
+        raise InputError("q contains NaN or inf")
     if K.shape[0] != B:
         raise InputError(f"K has batch {K.shape[0]} but q has batch {B}")
     if K.shape[3] != D:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from papershelf.errors import InputError
 from prism_attn import ops
 from prism_attn.baselines import QuestCache, quest_select
 from prism_attn.config import PrismConfig, check_decode_inputs
@@ -30,6 +31,8 @@ class PrismDecoder:
     ) -> None:
         from papershelf.errors import check_choice, check_int
 
+        if config is not None and not isinstance(config, PrismConfig):
+            raise InputError(f"config must be a PrismConfig, got {type(config).__name__}")
         self.config = (config or PrismConfig()).validate()
         self.backend = check_choice("backend", backend, ("auto", "torch", "triton"))
         self.small_threads = (
@@ -47,15 +50,19 @@ class PrismDecoder:
         self._quest.clear()
         self._bounds.clear()
 
+    def _uses_triton(self, q) -> bool:
+        return self.backend == "triton" or (self.backend == "auto" and q.is_cuda)
+
     def _sparse(self, q, K, V, idx, scaling):
-        use_triton = self.backend == "triton" or (self.backend == "auto" and q.is_cuda)
-        if use_triton:
+        if self._uses_triton(q):
             from prism_attn.kernels import sparse_decode_triton
 
             return sparse_decode_triton(q, K, V, idx, scaling)
         return ops.sparse_decode(q, K, V, idx, scaling)
 
     def step(self, layer: int, q, K, V, scaling: float | None = None):
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+            raise InputError(f"layer must be an index >= 0, got {layer!r}")
         scaling = check_decode_inputs(q, K, V, scaling)
         cfg = self.config
         n = K.shape[2]
@@ -128,7 +135,11 @@ class PrismDecoder:
             cand = ops._propose(
                 prev, n, cfg.radius, block, cfg.sink, cfg.local, cfg.candidate_cap(kappa), extra
             )
-            out, idx = ops.refine_attend(q, K, V, cand, kappa, scaling, work=self._work)
+            if self._uses_triton(q):  # select, then attend through the Triton kernel
+                idx = ops.refine_attend(q, K, V, cand, kappa, scaling, attend=False, work=self._work)[1]
+                out = self._sparse(q, K, V, idx, scaling)
+            else:  # the torch twin reuses the candidates' scores for the attention itself
+                out, idx = ops.refine_attend(q, K, V, cand, kappa, scaling, work=self._work)
             self.bytes_read += (cand.shape[-1] + kappa) * row
         return out, idx
 
@@ -142,6 +153,8 @@ def decode_step(qs, Ks, Vs, config: PrismConfig | None = None, scaling: float | 
     """One decode step through a stack: per-layer lists of q (B, H, D), K, V (B, H_kv, n, D).
 
     Returns (outputs, selections) like :func:`prism_attn.reference.decode_step`."""
+    if not (len(qs) == len(Ks) == len(Vs)):
+        raise InputError(f"qs, Ks and Vs must list the same layers, got {len(qs)}, {len(Ks)}, {len(Vs)}")
     dec = PrismDecoder(config, backend=backend)
     outs, sels = [], []
     for layer, (q, K, V) in enumerate(zip(qs, Ks, Vs, strict=True)):

@@ -13,6 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from papershelf.errors import InputError
 from prism_attn.config import check_decode_inputs, check_kappa
 
 _NEG = float("-inf")
@@ -383,6 +384,9 @@ def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> tor
     """(B, H): 1 − the dense attention mass on each head's selected tokens (-1 entries ignored)."""
     scaling = check_decode_inputs(q, K, K, scaling)
     idx = _check_idx(idx, K)
+    s = idx.sort(-1).values
+    if bool(((s[..., 1:] == s[..., :-1]) & (s[..., 1:] >= 0)).any()):  # a token counted twice
+        raise InputError("idx repeats a token in one row; a selection is a set of positions")
     p = torch.softmax(grouped_scores(q, K, scaling), dim=-1)
     g = p.shape[2]
     got = p.gather(-1, idx.clamp(min=0)[:, :, None, :].expand(-1, -1, g, -1))
@@ -409,6 +413,8 @@ def _check_idx(idx, K) -> torch.Tensor:
         raise InputError(
             f"idx must have shape (B, H_kv, k) = ({K.shape[0]}, {K.shape[1]}, k), got {idx.shape}"
         )
+    if idx.shape[2] == 0:
+        raise InputError("idx selects no token (k = 0)")
     if idx.numel() and (int(idx.max()) >= K.shape[2] or int(idx.min()) < -1):
         raise InputError(f"idx entries must be in [0, n = {K.shape[2]}) or -1 for padding")
     return idx.long()

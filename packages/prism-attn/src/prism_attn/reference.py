@@ -220,7 +220,7 @@ def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> tor
     loss = torch.empty(p.shape[:2], dtype=p.dtype)
     for b in range(p.shape[0]):
         for h in range(p.shape[1]):
-            sel = [int(t) for t in idx[b, h // g].tolist() if t >= 0]
+            sel = sorted({int(t) for t in idx[b, h // g].tolist() if t >= 0})  # a set of positions
             loss[b, h] = 1 - p[b, h, sel].sum()
     return loss
 

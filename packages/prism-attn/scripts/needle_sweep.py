@@ -1,0 +1,61 @@
+"""Greedy needle accuracy at κ = n/16 for several Prism settings on fresh samples — the data the page
+floor (``global_min_pages``) was chosen and checked on:
+
+    python scripts/needle_sweep.py tiny-s niah:512 --seed 2000 --samples 100 \
+        dense oracle floor=0 floor=16 anchors=0,3+floor=0 radius=2+floor=0 cap=4+floor=0 g=0
+    python scripts/needle_sweep.py tiny-m passkey:2048 --seed 2000 --samples 40 \
+        dense oracle floor=16 floor=32 floor=64
+    python scripts/needle_sweep.py tiny-m passkey:1024 passkey:2048 --seed 3000 --samples 40 \
+        dense floor=0 floor=16
+
+A setting is ``dense``, ``oracle``, or comma-free ``key=value`` pairs joined by ``+``: ``floor=``
+(global_min_pages), ``g=`` (global_pages), ``cap=`` (max_candidates), ``radius=``, ``anchors=0,3``
+(anchor_layers); everything else is the package default."""
+
+import argparse
+
+import torch
+from prism_attn import PrismConfig
+from prism_attn.experiments import needle_accuracy
+
+KEYS = {"floor": ("global_min_pages", int), "g": ("global_pages", float), "cap": ("max_candidates", float),
+        "radius": ("radius", int)}  # fmt: skip
+
+
+def parse(spec: str, kappa: int) -> PrismConfig:
+    if spec in ("dense", "oracle"):
+        return PrismConfig(method=spec, kappa=kappa)
+    kw = {}
+    for part in spec.split("+"):
+        key, value = part.split("=")
+        if key == "anchors":
+            kw["anchor_layers"] = tuple(int(v) for v in value.split(","))
+        else:
+            name, cast = KEYS[key]
+            kw[name] = cast(value)
+    return PrismConfig(kappa=kappa, **kw)
+
+
+def main() -> None:
+    import papershelf_lm as lm
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("cases", nargs="+", help="task:n cases, then the settings")
+    ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=2000)
+    args = ap.parse_intermixed_args()
+    cases = [c for c in args.cases if ":" in c]
+    specs = [c for c in args.cases if ":" not in c]
+    torch.set_num_threads(1)
+    model, _ = lm.load(args.model)
+    for case in cases:
+        task, n = case.split(":")
+        configs = {spec: parse(spec, int(n) // 16) for spec in specs}
+        acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)
+        head = f"{args.model} {task} n={n} κ={int(n) // 16} ({args.samples} samples from seed {args.seed}):"
+        print(head, acc, flush=True)
+
+
+if __name__ == "__main__":
+    main()
