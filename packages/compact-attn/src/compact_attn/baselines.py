@@ -155,6 +155,7 @@ class PerHeadBlockSparse:
     def __init__(self, selector=None) -> None:
         self.selector = AntidiagonalSelector() if selector is None else selector
         self.last_fraction = float("nan")
+        self.last_rows: list[list[torch.Tensor]] | None = None  # per query head, per Q-block: block ids
 
     def attend(self, q, cache: PagedKVCache, layer: int = 0, scaling=None) -> torch.Tensor:
         offset, N = chunk_context(q, cache, layer)
@@ -164,7 +165,7 @@ class PerHeadBlockSparse:
         scaling = softmax_scaling(scaling, D)
         means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
         masks = self.selector(q, cache.logical_keys(layer), offset=offset, block=B, key_means=means)
-        rows = row_blocks(masks, offset, T, B)
+        rows = self.last_rows = row_blocks(masks, offset, T, B)
         pt = cache.page_table
         kp, vp = cache.k[layer], cache.v[layer]
         out = torch.empty_like(q)

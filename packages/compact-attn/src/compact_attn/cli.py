@@ -107,8 +107,9 @@ def _demo(args: argparse.Namespace) -> None:
             hit = [
                 len(set(truth[h]) & set((idx[h // 4] // block).tolist())) / len(truth[h]) for h in range(8)
             ]
-        else:
-            hit = [float("nan")]
+        else:  # per-head: a head keeps a block if any of its Q-block rows reads it
+            kept = [set(torch.cat(m.last_rows[h]).tolist()) for h in range(8)]
+            hit = [len(set(truth[h]) & kept[h]) / len(truth[h]) for h in range(8)]
         rows.append([name, r["recall"], r["rel_error"], r["kv_fraction"], sum(hit) / len(hit)])
     rows.append(["dense", 1.0, 0.0, 1.0, 1.0])
     print(_table(["method", "attn-mass recall", "out rel err", "KV fraction", "needle blocks kept"], rows))
