@@ -163,6 +163,21 @@ def test_bad_vocab_and_ids():
         TokenDFA.from_regex("a", ["a", "b"], eos_id=5)
     with pytest.raises(InputError, match="list of token strings"):
         TokenDFA.from_regex("a", "ab")
+    with pytest.raises(InputError, match="list of token strings"):
+        TokenDFA.from_regex("a", None)
+    dfa = TokenDFA.from_regex("ab", ["a", "b"])
+    with pytest.raises(InputError, match="token id 9 is outside"):
+        dfa.decode([0, 9])
+    from dlm_constrain import sample
+
+    probs = np.full((2, 2), 0.5)
+    for bad in (2.5, 0, True):
+        with pytest.raises(InputError, match="num_samples"):
+            sample(probs, dfa, bad)
+    with pytest.raises(InputError, match="generator"):
+        sample(probs, dfa, 1, generator=3)
+    with pytest.raises(InputError, match="TokenDFA"):
+        sample(probs, "ab", 1)
 
 
 def test_schema_regex_is_plain_python_regex():

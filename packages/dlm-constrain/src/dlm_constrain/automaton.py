@@ -191,7 +191,11 @@ class TokenDFA:
 
     def decode(self, tokens: Sequence[int]) -> str:
         """The text of ``tokens`` with EOS/padding removed."""
-        return "".join(self.vocab[int(v)] for v in tokens if int(v) != self.eos_id)
+        ids = [int(v) for v in tokens]
+        bad = [v for v in ids if not 0 <= v < len(self.vocab)]
+        if bad:
+            raise InputError(f"token id {bad[0]} is outside the vocabulary [0, {len(self.vocab)})")
+        return "".join(self.vocab[v] for v in ids if v != self.eos_id)
 
     def live_table(self) -> np.ndarray:
         """bool ``[Q, V]``: token ``v`` from ``q`` does not fall into the dead state."""
@@ -215,6 +219,8 @@ class TokenDFA:
 
 
 def _check_vocab(vocab: Sequence[str]) -> list[str]:
+    if not isinstance(vocab, list | tuple | dict):
+        raise InputError(f"vocab must be a list of token strings (or a {{token: id}} dict), got {vocab!r}")
     if isinstance(vocab, dict):  # {token: id}
         ids = sorted(vocab.values())
         if ids != list(range(len(ids))):

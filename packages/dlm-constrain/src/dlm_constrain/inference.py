@@ -676,12 +676,17 @@ def sample(
     the same distribution; with ``greedy`` all three return the same most probable accepted string (up to
     exact ties).  Raises :class:`InputError` when the constraint has probability 0 at this length.
     """
+    if not isinstance(dfa, TokenDFA):
+        raise InputError(f"dfa must be a TokenDFA, got {type(dfa).__name__}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InputError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     p = check_probs(probs, dfa, normalize=normalize)
     if method not in METHODS:
         raise InputError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    S = 1 if num_samples is None else int(num_samples)
-    if S < 1:
+    S = 1 if num_samples is None else num_samples
+    if isinstance(S, bool) or not isinstance(S, int | np.integer) or S < 1:
         raise InputError(f"num_samples must be a positive integer, got {num_samples!r}")
+    S = int(S)
     tokens = _sample(p, dfa, S, method, greedy, generator)
     return tokens[0] if num_samples is None else tokens
 
