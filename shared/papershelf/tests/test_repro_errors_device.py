@@ -132,7 +132,7 @@ def test_check_output_path_refuses_before_any_work(tmp_path):
 
     check_output_path(tmp_path / "new" / "deeper" / "r.json")  # a folder still to be made is fine
     check_output_path(None)
-    with pytest.raises(InputError, match="--plot .* is a directory"):
+    with pytest.raises(InputError, match=r"--plot .* is a directory"):
         check_output_path(tmp_path, "--plot")
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="cannot be written"):
