@@ -108,3 +108,48 @@ def test_fixed_k_refuses_too_many_exact_subsets():
     with pytest.raises(InputError, match="125,970 subsets"):
         FixedK(8).set_distribution(probs, np.ones(20, bool))
     assert len(FixedK(8).set_distribution(probs[:16], np.ones(16, bool))) == 12870
+
+
+def test_logits_predictor_mask_id_and_vocabulary():
+    zeros = lambda ids: np.zeros((*ids.shape, 4))  # noqa: E731
+    for kwargs, match in (({"mask_id": -1}, "mask_id"), ({"mask_id": 2, "V": 3}, "mask_id 2"),
+                          ({"mask_id": 9, "V": 0}, "V"), ({"mask_id": 1.5}, "mask_id")):  # fmt: skip
+        with pytest.raises(InputError, match=match):
+            LogitsPredictor(zeros, **kwargs)
+    with pytest.raises(InputError, match="fewer than V = 6"):
+        LogitsPredictor(zeros, mask_id=9, V=6)(np.array([[-1, 0]]))
+
+
+def test_exact_analysis_refuses_a_predictor_with_another_vocabulary():
+    joint = markov(L=3, V=3, seed=0)
+    pred = LogitsPredictor(lambda ids: np.zeros((*ids.shape, 4)), mask_id=4)
+    with pytest.raises(InputError, match="V = 3"):
+        exact_analysis(pred, EntropySum(0.1), joint)
+
+
+@pytest.mark.parametrize(
+    "table", [np.ones((2, 2), complex) / 4, np.array(["a", "b"]), None, {"a": np.ones((2, 2)) / 4}]
+)
+def test_cli_joint_files_that_are_not_real_tables(tmp_path, capsys, table):
+    path = tmp_path / "t.npy"
+    if table is None:
+        path.write_bytes(b"")
+    elif isinstance(table, dict):
+        with open(path, "wb") as handle:
+            np.savez(handle, **table)
+    else:
+        np.save(path, table)
+    assert main(["sweep", "--joint", str(path)]) == 2
+    assert "--joint" in capsys.readouterr().err
+
+
+def test_cli_output_paths_are_checked_before_work(tmp_path, capsys):
+    same = tmp_path / "a.npy"
+    assert main(["sample", "--out", str(same), "--iters-out", str(tmp_path / "." / "a.npy")]) == 2
+    assert "same file" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["reproduce", "--quick", "--plot", str(blocker)]) == 2
+    assert "--plot" in capsys.readouterr().err
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -23,3 +23,11 @@ def test_scale_size_picks_the_largest_length_within_the_cell_budget():
     assert big.L == 7
     assert scale_size("code", 3, 5, 7, 2**10).L == 6
     assert scale_size("markov", 3, 5, 7, 2**8) is None  # support 48 already at L = 5
+
+
+def test_scaling_never_asks_for_more_words_than_sequences_exist():
+    from entropy_unmask.experiments import scaling
+
+    rows = scaling((0.3,), L=3, V=3, seed=0)  # 27 sequences: codes of 2, 4, 8, 16 words only
+    assert [r["size"] for r in rows] == [2, 4, 8, 16]
+    assert all(r["expected_iterations"] >= 1 for r in rows)

@@ -16,7 +16,7 @@ from entropy_unmask.data import FAMILIES, Joint, joint_from_table, make_family
 from papershelf.bench import format_table, write_records
 from papershelf.cli import App, arg
 from papershelf.errors import InputError
-from papershelf.repro import atomic_path, atomic_write_json, run_manifest
+from papershelf.repro import atomic_path, atomic_write_json, check_output_path, run_manifest
 
 app = App(
     "entropy-unmask",
@@ -39,8 +39,10 @@ def _target(args: argparse.Namespace) -> Joint:
             raise InputError(f"--joint: no such file {args.joint!r}")
         try:
             table = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--joint: cannot read {args.joint!r} as .npy ({exc})") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise InputError(f"--joint: cannot read {args.joint!r} as .npy ({exc or 'empty file'})") from None
+        if not isinstance(table, np.ndarray):  # an .npz archive holds several arrays
+            raise InputError(f"--joint: {args.joint!r} is an .npz archive; save the table with np.save")
         try:
             return joint_from_table(table, name=path.stem)
         except InputError as exc:
@@ -103,6 +105,7 @@ SCHEDULE_ARGS = [
 def _sweep(args: argparse.Namespace) -> None:
     from entropy_unmask.experiments import run_schedule
 
+    check_output_path(args.out)
     joint = _target(args)
     values = _floats(args.values, "--values")
     kwargs = _schedule_kwargs(args)
@@ -141,6 +144,11 @@ def _sweep(args: argparse.Namespace) -> None:
 def _sample(args: argparse.Namespace) -> None:
     from entropy_unmask.sampling import sample
 
+    outputs = [(p, flag) for p, flag in ((args.out, "--out"), (args.iters_out, "--iters-out")) if p]
+    for path, flag in outputs:
+        check_output_path(path, flag)
+    if len(outputs) == 2 and Path(args.out).resolve() == Path(args.iters_out).resolve():
+        raise InputError("--out and --iters-out name the same file; give two different files")
     joint = _target(args)
     sched = make_schedule(args.schedule, args.value, **_schedule_kwargs(args))
     x, it = sample(joint.oracle(), sched, joint.L, args.n, np.random.default_rng(args.seed))
@@ -263,6 +271,7 @@ def _bench(args: argparse.Namespace) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr)
 
+    check_output_path(args.out)
     records, summary = bench(quick=args.quick, seed=args.seed, log=log, part=args.part)
     _print_bench(records, summary)
     if args.out:
@@ -290,6 +299,7 @@ def _analyze(args: argparse.Namespace) -> None:
         raise InputError(f"--kl must be > 0, got {args.kl}")
     if not 2 <= args.max_pairs <= 8:
         raise InputError(f"--max-pairs must be in [2, 8], got {args.max_pairs}")
+    check_output_path(args.out)
     if args.no_frontier and args.joint:
         raise InputError("--joint is only used by the frontier; drop --no-frontier or --joint")
     joint = None if args.no_frontier else _target(args)  # validated before any output
@@ -349,6 +359,9 @@ def _reproduce(args: argparse.Namespace) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr)
 
+    check_output_path(args.out)
+    if args.plot:
+        check_output_path(Path(args.plot) / "kl_vs_iters.png", "--plot")
     out = reproduce(quick=args.quick, seed=args.seed, log=log)
     print("== KL(p||q) against E[iterations], every rule (exact, oracle predictor)")
     for fam in out["curves"]:

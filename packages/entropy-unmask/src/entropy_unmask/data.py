@@ -95,7 +95,10 @@ class Joint:
 
 def joint_from_table(table: Any, name: str = "table") -> Joint:
     """A :class:`Joint` from a dense table of shape (V,)*L that sums to 1 (refused above 2^22 cells)."""
-    t = np.asarray(table, dtype=np.float64)
+    raw = np.asarray(table)
+    if raw.dtype.kind not in "biuf":  # complex, strings and objects are not probabilities
+        raise InputError(f"joint table must hold real numbers, got dtype {raw.dtype}")
+    t = raw.astype(np.float64)
     if t.ndim < 1 or len(set(t.shape)) != 1 or t.shape[0] < 1:
         raise InputError(f"joint table must have shape (V,)*L, got {t.shape}")
     if t.size > MAX_TABLE:

@@ -180,6 +180,10 @@ def exact_analysis(
         n_states += G
         tokens = np.where(obs[None, :], support[rows[first]], MASK)
         probs = predict(predictor, tokens)  # (G, L, V)
+        if probs.shape[-1] != V:
+            raise InputError(
+                f"predictor returns {probs.shape[-1]} token probabilities, the target has V = {V}"
+            )
         h = token_entropy(probs)
         masked = np.repeat(~obs[None, :], G, axis=0)
         q_state = QM[rows[first]]

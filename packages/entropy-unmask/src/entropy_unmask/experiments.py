@@ -462,11 +462,18 @@ def scale_size(name: str, V: int, L_main: int, max_l: int, cells: int, seed: int
 
 
 def scaling(
-    eta_values: tuple[float, ...] = (0.1, 0.3, 0.7), L: int = 10, V: int = 4, seed: int = 0
+    eta_values: tuple[float, ...] = (0.1, 0.3, 0.7),
+    L: int = 10,
+    V: int = 4,
+    seed: int = 0,
+    max_bits: int = 10,
 ) -> list[dict]:
-    """Expected iterations against H(X_0): random codes of 2..1024 words at fixed eta."""
+    """Expected iterations against H(X_0): random codes of 2..2**max_bits words at fixed eta (never more
+    words than the V**L sequences there are)."""
     rows = []
-    for b in range(1, 11):
+    for b in range(1, max_bits + 1):
+        if 2**b > V**L:
+            break
         joint = random_code(L, V, size=2**b, seed=seed)
         for eta in eta_values:
             r = run_schedule(joint, EntropySum(eta))
@@ -550,7 +557,7 @@ def reproduce(quick: bool = False, seed: int = 0, log: Callable[[str], None] | N
         if log:
             log(joint.describe())
         curves.append(compare_family(joint, grid, log))
-    scal = scaling(L=L, V=V, seed=seed) if not quick else scaling((0.3,), L=6, V=3, seed=seed)[:4]
+    scal = scaling(L=L, V=V, seed=seed) if not quick else scaling((0.3,), L=6, V=3, seed=seed, max_bits=4)
     learned = [
         learned_comparison(
             make_family(name, L, V, seed=seed),

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from papershelf.errors import InputError, check_number
+from papershelf.errors import InputError, check_int, check_number
 
 MASK = -1
 ROW_TOL = 1e-6  # a masked row must sum to 1 within this
@@ -206,8 +206,13 @@ class LogitsPredictor:
         if not callable(logits_fn):
             raise InputError("logits_fn must be callable: ids (B, L) -> logits (B, L, V)")
         self.logits_fn = logits_fn
-        self.mask_id = int(mask_id)
-        self.V = V
+        self.mask_id = check_int("mask_id", mask_id, low=0)
+        self.V = None if V is None else check_int("V", V, low=1)
+        if self.V is not None and self.mask_id < self.V:
+            # the mask token would be one of the kept outcomes: a masked position could "decode" to MASK
+            raise InputError(
+                f"mask_id {self.mask_id} lies inside the kept vocabulary [0, {self.V}); pass V <= mask_id"
+            )
         self.temperature = check_number("temperature", temperature, low=0, low_open=True)
 
     def __call__(self, tokens: Any) -> np.ndarray:
@@ -220,6 +225,10 @@ class LogitsPredictor:
         if z.ndim != 3 or z.shape[:2] != tok.shape:
             raise InputError(f"logits_fn must return (B, L, V) logits, got shape {z.shape}")
         if self.V is not None:
+            if z.shape[-1] < self.V:
+                raise InputError(
+                    f"logits_fn returned {z.shape[-1]} logits per position, fewer than V = {self.V}"
+                )
             z = z[..., : self.V]
         if not np.isfinite(z).all():
             raise InputError("logits_fn returned NaN or infinite logits")
