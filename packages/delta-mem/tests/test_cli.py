@@ -13,8 +13,11 @@ def test_demo_runs(capsys):
 
 
 def test_bench_quick_writes_records(tmp_path, capsys):
-    out = tmp_path / "b.json"
-    assert main(["bench", "--quick", "--out", str(out)]) == 0
+    out, full = tmp_path / "b.json", tmp_path / "full.json"
+    # a random tiny model recalls nothing: ratios over a zero baseline must still be finite, valid JSON
+    assert main(["bench", "--quick", "--out", str(out), "--result", str(full)]) == 0
+    ratios = json.loads(full.read_text())["result"]["ratios_per_seed"]
+    assert all(isinstance(v, float) for values in ratios.values() for v in values)
     recs = json.loads(out.read_text())
     assert {r["benchmark"] for r in recs} >= {
         "recall-vs-frozen-quick",
@@ -34,7 +37,13 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert "is not a file" in capsys.readouterr().err
     assert main(["bench", "--quick", "--model", "tiny-m", "--out", str(tmp_path / "b.json")]) == 2
     assert "--quick runs a random tiny model" in capsys.readouterr().err  # not silently ignored
-    assert not any(tmp_path.iterdir())
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    assert main(["train", "--model", str(empty), "--out", str(tmp_path / "a.safetensors")]) == 2
+    assert "not a loadable causal-LM folder" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["empty-model"]
 
 
 def test_version_subprocess():

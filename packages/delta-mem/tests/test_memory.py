@@ -178,6 +178,47 @@ def test_save_load_round_trip_and_fingerprint(tiny_llama, tmp_path):
         load_adapter(copy.deepcopy(backbone), tmp_path / "missing.safetensors")
 
 
+def test_corrupt_adapters_are_refused(tiny_llama, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    backbone = copy.deepcopy(tiny_llama)
+    attach_delta_mem(tiny_llama, DeltaMemConfig())
+    path = save_adapter(tiny_llama, tmp_path / "a.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    tensors = load_file(path)
+    name = next(iter(tensors))
+    nan = {**tensors, name: torch.full_like(tensors[name], float("nan"))}
+    bad_meta = {**meta, "config": "{not json"}
+    for i, (tens, md, match) in enumerate(
+        [
+            (nan, meta, "non-finite"),
+            (tensors, bad_meta, "not valid JSON"),
+            (tensors, {**meta, "config": '{"rank": 8, "colour": 1}'}, "unknown keys"),
+            (tensors, {k: v for k, v in meta.items() if k != "fingerprint"}, "corrupt metadata"),
+        ]
+    ):
+        bad = tmp_path / f"bad{i}.safetensors"
+        save_file(tens, bad, metadata=md)
+        model = copy.deepcopy(backbone)
+        with pytest.raises(InputError, match=match):
+            load_adapter(model, bad)
+        assert not memory_layers(model)
+
+
+def test_config_refuses_quiet_mistakes():
+    for kwargs, match in (
+        ({"layers": ()}, "layers"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"delta_targets": "qo"}, "delta_targets"),
+        ({"couple_lambda": "no"}, "couple_lambda"),
+    ):
+        with pytest.raises(InputError, match=match):
+            DeltaMemConfig(**kwargs).validate()
+
+
 def test_bad_inputs(tiny_llama):
     with pytest.raises(InputError, match="rank"):
         attach_delta_mem(tiny_llama, DeltaMemConfig(rank=0))

@@ -9,6 +9,7 @@ import time
 from delta_mem import __version__
 from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int, check_number
+from papershelf.repro import check_output_path
 
 app = App(
     "delta-mem",
@@ -114,8 +115,9 @@ def _train(args: argparse.Namespace) -> None:
     if not args.out:
         raise InputError("--out FILE.safetensors is required: where to write the adapter")
     _threads(args.threads)
+    check_output_path(args.out)
     mcfg, tcfg = _mem_config(args), _train_config(args)
-    model, label = load_backbone(_model(args))
+    model, label = load_backbone(_model(args), tcfg.window)
     t = time.perf_counter()
     train_memory(model, mcfg, tcfg)
     path = save_adapter(model, args.out)
@@ -149,8 +151,9 @@ def _eval(args: argparse.Namespace) -> None:
     from papershelf.repro import atomic_write_json
 
     _threads(args.threads)
+    check_output_path(args.out)
     tcfg = _train_config(args)
-    backbone, label = load_backbone(_model(args))
+    backbone, label = load_backbone(_model(args), tcfg.window)
     model = copy.deepcopy(backbone)
     load_adapter(model, args.adapter)
     ds = eval_dialogues(check_int("--n", args.n, low=1), args.seed, tcfg)
@@ -198,7 +201,7 @@ def _diagnose(args: argparse.Namespace) -> None:
     after = check_int("--after", args.after, low=1)
     tcfg = _train_config(args, log_every=10)
     tcfg.steps, tcfg.curriculum_steps, tcfg.lm_weight, tcfg.curriculum_chat = after, after, 0.0, 8
-    model, label = load_backbone(_model(args))
+    model, label = load_backbone(_model(args), tcfg.window)
     from delta_mem.wrap import attach_delta_mem
 
     attach_delta_mem(model, mcfg)
@@ -353,6 +356,8 @@ def _print_targets(result):
 def _bench(args: argparse.Namespace) -> None:
     from papershelf.bench import record, write_records
 
+    for path, flag in ((args.out, "--out"), (args.result, "--result"), (args.plot, "--plot")):
+        check_output_path(path, flag)
     if args.decode_only:
         return _decode_only(args)
     result = _merge(args.merge) if args.merge else _run(args, args.quick)
@@ -518,6 +523,8 @@ def _decode_only(args) -> None:
 def _reproduce(args: argparse.Namespace) -> None:
     from papershelf.repro import atomic_write_json, run_manifest
 
+    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
+        check_output_path(path, flag)
     result = _run(args, False)
     tg = _print_targets(result)
     if args.out:

@@ -66,19 +66,29 @@ class TrainConfig:
 
 
 # ---- loading --------------------------------------------------------------------------------------------
-def load_backbone(name: str):
-    """``(model, label)`` from a testbed checkpoint name (``tiny-s``, ``tiny-m``) or a local HF folder."""
+def load_backbone(name: str, window: int | None = None):
+    """``(model, label)`` from a testbed checkpoint name (``tiny-s``, ``tiny-m``) or a local HF folder;
+    ``window`` (tokens per forward) is checked against the model's positions before any training."""
     if Path(name).is_dir():
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
-        return model.eval(), str(name)
-    try:
-        from papershelf_lm import load
-    except ImportError:
-        raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
-    model, _ = load(name)
-    return model.float().eval(), name
+        try:
+            model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
+        except (OSError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"--model {name!r} is not a loadable causal-LM folder ({first})") from None
+        model, label = model.eval(), str(name)
+    else:
+        try:
+            from papershelf_lm import load
+        except ImportError:
+            raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
+        model, _ = load(name)
+        model, label = model.float().eval(), name
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if window is not None and limit is not None and window > limit:
+        raise InputError(f"--window {window} is longer than {label}'s {limit} positions")
+    return model, label
 
 
 def corpus_windows(n: int, length: int, seed: int, split: str = "validation") -> torch.Tensor:
@@ -367,7 +377,7 @@ def run_seed(
         if hasattr(copy, "replace")
         else TrainConfig(**{**asdict(tcfg), "seed": seed})
     )
-    backbone, label = (random_llama(0), "random-llama") if quick else load_backbone(model_name)
+    backbone, label = (random_llama(0), "random-llama") if quick else load_backbone(model_name, tcfg.window)
     windows_fn = random_windows if quick else corpus_windows
     for p in backbone.parameters():
         p.requires_grad_(False)
@@ -412,8 +422,10 @@ def run_seed(
     return row
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else (math.inf if a > 0 else float("nan"))
+def _ratio(a: float, b: float, n: int) -> float:
+    """Recall ratio a/b over ``n`` questions; when the baseline solved none, the add-one smoothed ratio
+    (a n + 1) / (b n + 1) — finite, so every seed counts in the median and the result stays valid JSON."""
+    return a / b if b > 0 else (a * n + 1) / (b * n + 1)
 
 
 def comparison(
@@ -455,10 +467,11 @@ SUMMARY_KEYS = (
 def summarize(rows: list[dict], tcfg: TrainConfig | dict, mcfg: DeltaMemConfig | dict, **extra) -> dict:
     """Medians over seeds and the per-seed ratios of the rows of :func:`run_seed`."""
     med = {k: statistics.median(r[k] for r in rows) for k in SUMMARY_KEYS}
+    n = extra["n_eval"]
     per_seed = {
-        "delta_mem/frozen": [_ratio(r["delta_mem"], r["frozen"]) for r in rows],
-        "delta_mem/bm25": [_ratio(r["delta_mem"], r["bm25"]) for r in rows],
-        "delta_mem/lora": [_ratio(r["delta_mem"], r["lora"]) for r in rows],
+        "delta_mem/frozen": [_ratio(r["delta_mem"], r["frozen"], n) for r in rows],
+        "delta_mem/bm25": [_ratio(r["delta_mem"], r["bm25"], n) for r in rows],
+        "delta_mem/lora": [_ratio(r["delta_mem"], r["lora"], n) for r in rows],
         "ppl delta_mem/frozen": [r["ppl_delta_mem"] / r["ppl_frozen"] for r in rows],
     }
     return {

@@ -44,7 +44,6 @@ def save_adapter(model: nn.Module, path: str | os.PathLike[str]) -> Path:
         "config": model._delta_mem_config.to_json(),
         "fingerprint": backbone_fingerprint(model),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path, mode="wb") as handle:
         handle.write(save(tensors, metadata=meta))
     return path
@@ -64,7 +63,16 @@ def read_adapter(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor],
         raise InputError(f"adapter {str(path)!r} is not a readable safetensors file ({e})") from None
     if meta.get("format") != FORMAT:
         raise InputError(f"adapter {str(path)!r} is not a δ-Mem adapter (format {meta.get('format')!r})")
-    return tensors, DeltaMemConfig.from_json(meta["config"]), meta["fingerprint"]
+    if "config" not in meta or "fingerprint" not in meta:
+        raise InputError(f"adapter {str(path)!r} lacks its config or backbone fingerprint (corrupt metadata)")
+    try:
+        cfg = DeltaMemConfig.from_json(meta["config"])
+    except InputError as exc:
+        raise InputError(f"adapter {str(path)!r}: {exc}") from None
+    bad = [k for k, t in tensors.items() if not (t.is_floating_point() and torch.isfinite(t).all())]
+    if bad:
+        raise InputError(f"adapter {str(path)!r} holds non-finite or non-float tensors: {sorted(bad)[:3]}")
+    return tensors, cfg, meta["fingerprint"]
 
 
 def load_adapter(

@@ -16,7 +16,7 @@ the segment's last token; reads still happen at every token.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 from torch import nn
@@ -63,13 +63,20 @@ class DeltaMemConfig:
     def validate(self) -> DeltaMemConfig:
         check_int("rank (state size)", self.rank, low=1)
         check_int("heads", self.heads, low=1)
-        check_number("alpha", self.alpha)
+        check_number("alpha", self.alpha, low=0, low_open=True)
         check_number("beta_bias_init", self.beta_bias_init)
         check_number("lambda_bias_init", self.lambda_bias_init)
         check_choice("state_update_mode", self.state_update_mode, UPDATE_MODES)
         check_choice("write_granularity", self.write_granularity, GRANULARITIES)
         check_choice("backend", self.backend, BACKENDS)
         check_int("chunk", self.chunk, low=1)
+        for name in ("couple_lambda", "check_finite"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if isinstance(self.delta_targets, str):  # tuple("qo") would silently split a typo into letters
+            raise InputError(
+                f"delta_targets must be a sequence such as ('q', 'o'), got {self.delta_targets!r}"
+            )
         self.delta_targets = tuple(self.delta_targets)
         if not self.delta_targets:
             raise InputError("delta_targets must name at least one of q, k, v, o")
@@ -79,6 +86,8 @@ class DeltaMemConfig:
             self.boundary_ids = tuple(check_int("boundary_ids entry", b, low=0) for b in self.boundary_ids)
         if self.layers is not None:
             self.layers = tuple(check_int("layers entry", i, low=0) for i in self.layers)
+            if not self.layers:
+                raise InputError("layers must name at least one decoder layer (None wraps them all)")
         return self
 
     def boundaries(self) -> tuple[int, ...]:
@@ -92,9 +101,19 @@ class DeltaMemConfig:
 
     @classmethod
     def from_json(cls, text: str) -> DeltaMemConfig:
-        d = json.loads(text)
+        try:
+            d = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"δ-Mem config is not valid JSON ({exc})") from None
+        if not isinstance(d, dict):
+            raise InputError(f"δ-Mem config must be a JSON object, got {type(d).__name__}")
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InputError(f"δ-Mem config has unknown keys {sorted(unknown)}")
         for key in ("delta_targets", "boundary_ids", "layers"):
             if d.get(key) is not None:
+                if not isinstance(d[key], list):
+                    raise InputError(f"δ-Mem config {key} must be a list, got {d[key]!r}")
                 d[key] = tuple(d[key])
         return cls(**d).validate()
 
