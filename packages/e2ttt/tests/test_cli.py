@@ -89,6 +89,7 @@ def test_train_and_reproduce_tiny(tmp_path, capsys):
         ["reproduce", "--seeds", "0", "-1"],
         ["bench", "--repeat", "0"],
         ["train", "--rule", "mamba"],
+        ["train", "--tasks", "mqar", "--train-len", "32"],  # too short for MQAR's 8 pairs: before training
     ],
 )
 def test_bad_input_exits_2(argv, capsys, tmp_path):
@@ -96,6 +97,12 @@ def test_bad_input_exits_2(argv, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert (err and err[-1].startswith(("error:", "usage:", "e2ttt"))) or "invalid choice" in err[-1]
     assert not (tmp_path / "x").exists()
+
+
+def test_train_refuses_an_output_folder_under_a_file(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    assert main(["train", "--steps", "1", "--out", str(tmp_path / "f" / "run")]) == 2
+    assert "cannot be written" in capsys.readouterr().err
 
 
 def test_demo_runs(capsys):

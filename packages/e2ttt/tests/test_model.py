@@ -209,6 +209,43 @@ def test_bad_input():
         model(torch.zeros(1, 3))
 
 
+def test_public_updates_validate_by_default():
+    """Every public chunk rule checks its inputs unless told not to; a non-positive clip is refused."""
+    from e2ttt.baselines import chunk_average_update, no_momentum_update
+
+    from papershelf.errors import InputError
+
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=4)
+    for update in (e2ttt_chunk_update, chunk_average_update, no_momentum_update):
+        with pytest.raises(InputError, match="lr"):
+            update(fw, W, m, k, v, torch.full_like(lr, float("nan")), lg, lb, lw, lb_)
+        with pytest.raises(InputError, match="ln_w"):
+            update(fw, W, m, k, v, lr, lg, lb, lw[:1], lb_)
+        for clip in (0.0, -1.0, float("nan")):
+            with pytest.raises(InputError, match="clip"):
+                update(fw, W, m, k, v, lr, lg, lb, lw, lb_, clip=clip)
+    with pytest.raises(InputError, match="clip"):
+        clip_by_norm(torch.ones(1, 1, 2, 2), -1.0)
+
+
+def test_layer_and_model_refuse_malformed_calls():
+    from papershelf.errors import InputError
+
+    layer = E2TTTLayer(8, 2, chunk=4, window=4)
+    for x, match in ((torch.ones(1, 3, 8, dtype=torch.long), "dtype"), (torch.zeros(1, 0, 8), "tokens >= 1")):
+        with pytest.raises(InputError, match=match):
+            layer(x)
+    with pytest.raises(InputError, match="LayerState"):
+        layer(torch.zeros(1, 3, 8), state="abc")
+    with pytest.raises(InputError, match="d_model"):
+        TinyLM(d_model=-1)
+    model = TinyLM(vocab=40, d_model=16, n_layers=1, n_heads=2, chunk=4, window=4)
+    with pytest.raises(InputError, match="no tokens"):
+        model(torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(InputError, match="LayerState"):
+        model(torch.tensor([[1, 2]]), states=[1])
+
+
 @pytest.mark.parametrize("variant", ["mlp", "swiglu", "linear"])
 def test_blocked_and_multi_weighted_gradients_match_the_plain_ones(variant):
     """chunk_grads (heads in blocks, several weightings in one contraction) = weighted_grad per weighting

@@ -19,11 +19,11 @@ from e2ttt.chunk import LOG_GATE_MIN, check_chunk_inputs, clip_by_norm, renorm_r
 
 
 def chunk_average_update(
-    fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b, *, clip=None, norms=None, validate=False
+    fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b, *, clip=None, norms=None, validate=True
 ):
     """Chunk-end (W, m) with chunk-averaged momentum and decay (the paper's non-closed-form ablation)."""
     if validate:
-        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
+        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b)
     beta = torch.exp(log_beta.clamp(min=LOG_GATE_MIN)).mean(-1)[..., None, None]
     gamma = torch.exp(log_gamma.clamp(min=LOG_GATE_MIN)).mean(-1)[..., None, None]
     (dW,) = fw.chunk_grads(W, k, v, ln_w, ln_b, (lr,))
@@ -35,11 +35,11 @@ def chunk_average_update(
 
 
 def no_momentum_update(
-    fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b, *, clip=None, norms=None, validate=False
+    fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b, *, clip=None, norms=None, validate=True
 ):
     """Chunk-end (W, m): plain large-chunk gradient descent, W_end = W_s − Σ lr_i g_i (gates β, γ unused)."""
     if validate:
-        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
+        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b)
     (dW,) = fw.chunk_grads(W, k, v, ln_w, ln_b, (lr,))
     W_new = tuple(w - clip_by_norm(g, clip) for w, g in zip(W, dW))
     if norms is not None:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_number
 
 #: log-gates are clamped from below here: a gate of exactly 0 (log = −inf) becomes e^−60 ≈ 1e−26.
 LOG_GATE_MIN = -60.0
@@ -86,6 +86,7 @@ def clip_by_norm(u: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     """Scale each head's matrix ``u`` (B, H, r, c) to Frobenius norm ≤ ``max_norm`` (None: unchanged)."""
     if max_norm is None:
         return u
+    check_number("clip", max_norm, low=0, low_open=True)  # a negative bound would flip the update's sign
     norm = u.flatten(-2).norm(dim=-1)[..., None, None]
     return u * torch.clamp(max_norm / (norm + 1e-12), max=1.0)
 
@@ -116,7 +117,7 @@ def check_gates(lr: torch.Tensor, log_gamma: torch.Tensor, log_beta: torch.Tenso
         raise InputError("log_beta must be <= 0 (momentum beta in [0, 1])")
 
 
-def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta) -> None:
+def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w=None, ln_b=None) -> None:
     """Validate shapes and finiteness at the public boundary; raise ``InputError`` naming the argument."""
     if k.dim() != 4 or v.shape != k.shape:
         raise InputError(f"k and v must both be (B, H, L, d); got k {tuple(k.shape)}, v {tuple(v.shape)}")
@@ -135,6 +136,9 @@ def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta) -> None:
         if not torch.isfinite(t).all():
             raise InputError(f"{name} contains non-finite values")
     check_gates(lr, log_gamma, log_beta, k.shape[:3])
+    for name, t in (("ln_w", ln_w), ("ln_b", ln_b)):
+        if t is not None and (tuple(t.shape) != (H, fw.d) or not torch.isfinite(t).all()):
+            raise InputError(f"{name} must be a finite (heads, d) = {(H, fw.d)} tensor, got {tuple(t.shape)}")
 
 
 def e2ttt_chunk_update(
@@ -151,17 +155,18 @@ def e2ttt_chunk_update(
     *,
     clip: float | None = None,
     norms: tuple[torch.Tensor, ...] | None = None,
-    validate: bool = False,
+    validate: bool = True,
 ):
     """Chunk-end (W, m) of E²-TTT, exact for the per-token recurrence with gradients frozen at W.
 
     ``W``, ``m``: tuples of (B, H, *shape) tensors; ``k``, ``v``: (B, H, L, d); ``lr``, ``log_gamma``,
     ``log_beta``: (B, H, L). ``clip`` (the paper: 1.0) clips each head's ΔW and Δm (Frobenius);
     ``norms`` (row norms per tensor, (B, H, rows)) renormalises W's rows after the update. With both off
-    the result is the exact recurrence (:func:`e2ttt.reference.chunk_loop`).
+    the result is the exact recurrence (:func:`e2ttt.reference.chunk_loop`). ``validate=False`` skips the
+    input checks (for callers whose gates are in range by construction, like :class:`e2ttt.E2TTTLayer`).
     """
     if validate:
-        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta)
+        check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b)
     tw = token_weights(log_gamma, log_beta)
     dW, dm = fw.chunk_grads(W, k, v, ln_w, ln_b, (drop_negligible(tw.w_W * lr), drop_negligible(tw.w_m * lr)))
     cu, cm, pb = (x[..., None, None] for x in (tw.carry_u, tw.carry_m, tw.prod_beta))
@@ -273,6 +278,7 @@ def chunked_memory(
                     ln_b,
                     clip=clip,
                     norms=norms,
+                    validate=False,  # the layer builds the gates in range and checks x itself
                 )
             buf = None
         s = e

@@ -10,6 +10,7 @@ from pathlib import Path
 from e2ttt import __version__
 from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int
+from papershelf.repro import check_output_path
 
 app = App("e2ttt", __version__, "E²-TTT: test-time training with a closed-form chunk transition.")
 
@@ -197,13 +198,21 @@ def _check_run(args):
     check_int("--steps", args.steps, low=1)
     check_int("--batch", args.batch, low=1)
     check_int("--n-eval", args.n_eval, low=1)
+    from e2ttt.data import check_tasks
+
+    check_tasks(tuple(args.tasks), (args.train_len, args.factor * args.train_len))
 
 
 @app.command(
     "train",
     help="train a small LM with one mixing rule on the testbed tasks; save safetensors + config",
-    args=[arg("--rule", choices=RULE_CHOICES, default="e2ttt"), *MODEL_ARGS, *RUN_ARGS],
-    common=("out", "seed"),
+    args=[
+        arg("--rule", choices=RULE_CHOICES, default="e2ttt"),
+        *MODEL_ARGS,
+        *RUN_ARGS,
+        arg("--out", default=None, metavar="DIR", help="write model.safetensors and config.json into DIR"),
+    ],
+    common=("seed",),
 )
 def _train(args: argparse.Namespace) -> None:
     from e2ttt.data import vocab_size
@@ -215,6 +224,8 @@ def _train(args: argparse.Namespace) -> None:
     _check_run(args)
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out} exists and is not a folder")
+    if args.out:
+        check_output_path(Path(args.out) / "model.safetensors")
     model = build(args.rule, args.seed, vocab_size(), **kw)
     t = time.perf_counter()
     train(
@@ -238,7 +249,6 @@ def _train(args: argparse.Namespace) -> None:
         from safetensors.torch import save
 
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         with atomic_path(out / "model.safetensors", mode="wb") as fh:
             fh.write(save({k: v.detach().contiguous() for k, v in model.state_dict().items()}))
         atomic_write_text(
@@ -268,6 +278,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     _threads(args.threads)
     kw = _model_kw(args)
     _check_run(args)
+    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
+        check_output_path(path, flag)
     res = extrapolation(
         tuple(dict.fromkeys(args.rules)),
         tuple(args.seeds),

@@ -88,6 +88,19 @@ def task_batch(tasks: tuple[str, ...], length: int, batch: int, seed: int, *, sp
     return torch.from_numpy(np.stack(ids)), torch.from_numpy(np.stack(w))
 
 
+def check_tasks(tasks: tuple[str, ...], lengths: tuple[int, ...]) -> None:
+    """Generate one sample of every task at every length now, so a length a task cannot fill is refused
+    before a training run rather than after it."""
+    for task in tasks:
+        if task not in TASKS:
+            raise InputError(f"task must be one of {TASKS}, got {task!r}")
+        for length in lengths:
+            try:
+                _generate(task, length, 0, "validation")
+            except (InputError, ValueError) as exc:
+                raise InputError(f"--tasks {task} at length {length}: {exc}") from None
+
+
 def samples(task: str, length: int, n: int, seed: int):
     return [_generate(task, length, seed + i, "validation") for i in range(n)]
 

@@ -173,8 +173,14 @@ class E2TTTLayer(nn.Module):
 
     # ---- forward -----------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, state: LayerState | None = None, *, return_state: bool = False):
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise InputError(f"x must be (batch, tokens, {self.d_model}), got {tuple(x.shape)}")
+        if x.dim() != 3 or x.shape[-1] != self.d_model or x.shape[1] == 0:
+            raise InputError(f"x must be (batch, tokens >= 1, {self.d_model}), got {tuple(x.shape)}")
+        if x.dtype != self.qkv.weight.dtype:
+            raise InputError(f"x has dtype {x.dtype}, the layer's weights {self.qkv.weight.dtype}")
+        if state is not None and not isinstance(state, LayerState):
+            raise InputError(
+                f"state must be a LayerState (from init_state or a previous call), got {type(state).__name__}"
+            )
         if not torch.isfinite(x).all():
             raise InputError("x contains non-finite values")
         B, T, _ = x.shape
@@ -269,6 +275,7 @@ class TinyLM(nn.Module):
     ) -> None:
         super().__init__()
         self.vocab = check_int("vocab", vocab, low=2)
+        check_int("d_model", d_model, low=1)
         self.config = dict(
             vocab=vocab,
             d_model=d_model,
@@ -292,6 +299,8 @@ class TinyLM(nn.Module):
             raise InputError(
                 f"ids must be an integer tensor (batch, tokens), got {ids.dtype} {tuple(ids.shape)}"
             )
+        if ids.shape[1] == 0:
+            raise InputError("ids has no tokens (shape (batch, 0))")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab):
             raise InputError(
                 f"ids must be in [0, {self.vocab}), got values in [{int(ids.min())}, {int(ids.max())}]"
