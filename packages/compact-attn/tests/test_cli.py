@@ -27,6 +27,19 @@ def test_bench_quick_writes_records(tmp_path, capsys):
     assert "speedup" in capsys.readouterr().out
 
 
+def test_the_stride_rule_binds_the_antidiagonal_selector_only():
+    import argparse
+
+    from compact_attn.cli import _check_sel
+
+    from papershelf.errors import InputError
+
+    kw = dict(budget=0.25, block=3, stride=8, chunk=512, rule="max", pool="mean", alloc="head", sink=0)
+    _check_sel(argparse.Namespace(selector="meanpool", **kw))  # meanpool has no stride
+    with pytest.raises(InputError, match="--stride"):
+        _check_sel(argparse.Namespace(selector="antidiagonal", **kw))
+
+
 @pytest.mark.parametrize(
     "argv, word",
     [
@@ -36,6 +49,8 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         (["bench", "--quick", "--threads", "0"], "--threads"),
         (["bench", "--quick", "--alloc", "global"], "--alloc"),
         (["eval", "--model", "/no/such/folder"], "--model"),
+        (["bench", "--quick", "--n", "4096"], "--quick"),  # not silently run at the quick size
+        (["bench", "--quick", "--accuracy"], "--accuracy"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):

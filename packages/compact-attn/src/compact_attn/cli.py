@@ -55,7 +55,8 @@ def _check_sel(args) -> None:
     if args.alloc not in ("head", "pooled"):
         raise InputError(f"--alloc must be 'head' or 'pooled', got {args.alloc!r}")
     check_int("--sink", args.sink, low=0)
-    if args.block % args.stride:
+    uses_stride = getattr(args, "selector", "antidiagonal") == "antidiagonal"  # meanpool has no stride
+    if uses_stride and args.block % args.stride:
         raise InputError(f"--block ({args.block}) must be a multiple of --stride ({args.stride})")
 
 
@@ -140,6 +141,11 @@ def _bench(args: argparse.Namespace) -> None:
     check_output_path(args.out)
     repeat = check_int("--repeat", args.repeat, low=1)
     if args.quick:
+        fixed = {"--n": args.n != 32768, "--chunk": args.chunk != 512, "--block": args.block != 64,
+                 "--repeat": args.repeat != 3, "--accuracy": args.accuracy}  # fmt: skip
+        given = [flag for flag, changed in fixed.items() if changed]
+        if given:  # --quick runs fixed tiny sizes; a silently ignored flag would mislabel the record
+            raise InputError(f"--quick runs fixed tiny sizes and does not take {', '.join(given)}")
         shape = dict(n=2048, chunk=128, heads=8, kv_heads=2, head_dim=64, block=32)
         repeat = 1
     else:
