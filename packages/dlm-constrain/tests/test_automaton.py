@@ -123,6 +123,9 @@ def test_json_schema_automaton(doc, ok):
         (r"(a)\1", "unsupported escape"),
         ("^a$", "anchors"),
         ("[b-a]", "bad range"),
+        ("a**", "multiple repeat"),
+        ("a*+", "multiple repeat"),
+        ("a{2}{3}", "multiple repeat"),
     ],
 )
 def test_bad_regex_names_the_problem(pattern, match):
@@ -207,3 +210,12 @@ def test_non_integer_and_exclusive_bounds_and_type_lists():
     rx = re.compile(schema_to_regex({"type": ["integer", "null"], "minimum": 0}))  # minimum: integers only
     assert rx.fullmatch("null") and rx.fullmatch("12") and not rx.fullmatch("-1")
     assert re.fullmatch(schema_to_regex({"type": "string", "pattern": "^[a-z]+$"}), '"abc"')
+
+
+def test_lazy_suffixes_and_grouped_repeats_keep_their_language():
+
+    for pattern in ("a*?", "(a*)*", "a{1,2}?b"):
+        dfa = compile_regex(pattern, "ab")
+        want = re.compile(pattern)
+        for word in ("", "a", "aa", "ab", "aab", "b"):
+            assert dfa.accepts(word) == bool(want.fullmatch(word)), (pattern, word)

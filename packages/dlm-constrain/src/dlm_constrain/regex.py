@@ -3,8 +3,9 @@
 Supported syntax (full-match semantics, no anchors): literals, ``.``, escapes ``\\d \\w \\s \\D \\W \\S``
 and escaped metacharacters, classes ``[a-z0-9_]`` and negated ``[^...]``, groups ``( )`` and ``(?: )``,
 alternation ``|``, quantifiers ``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}`` (lazy ``?`` suffixes are accepted
-and ignored: they do not change the language).  Back-references and look-around are not regular and are
-rejected with :class:`~papershelf.errors.InputError`.
+and ignored: they do not change the language; a second quantifier on the same atom, ``a**`` or the
+possessive ``a*+``, is refused as in Python's ``re``).  Back-references and look-around are not regular
+and are rejected with :class:`~papershelf.errors.InputError`.
 
 The compiler works over a finite alphabet (the characters that occur in the tokenizer vocabulary):
 Thompson NFA -> subset construction -> Moore minimisation, keeping only live states plus one dead state.
@@ -100,16 +101,21 @@ class _Parser:
 
     def repeat(self):
         node = self.atom()
+        quantified = False
         while self.peek() is not None and self.peek() in "*+?{":
-            c = self.peek()
+            c, at = self.peek(), self.i
             if c == "{":
                 bounds = self.braces()
-                if bounds is None:
+                if bounds is None:  # a literal brace, as in Python's re
                     break
                 lo, hi = bounds
             else:
                 self.i += 1
                 lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+            if quantified:  # as Python's re: "a**" or "a{2}{3}" is an error; "(a*)*" says what is meant
+                self.i = at
+                raise self.error(f"multiple repeat {c!r} (no possessive quantifiers; group the inner repeat)")
+            quantified = True
             if self.peek() == "?":  # lazy quantifier: same language
                 self.i += 1
             node = ("rep", node, lo, hi)
