@@ -57,6 +57,9 @@ def test_common_flags_version_usage_and_codes(capsys):
         assert app.main(["ok", "--seed", bad]) == 2
         assert "argument --seed" in capsys.readouterr().err
     assert app.main(["ok", "--seed", str(2**32 - 1)]) == 0
+    for empty in ("", " "):  # an empty --out would silently write nothing
+        assert app.main(["ok", "--out", empty]) == 2
+        assert "argument --out" in capsys.readouterr().err
     assert app.main([]) == 2  # no command: help, usage exit code
     assert app.main(["code"]) == 3
 

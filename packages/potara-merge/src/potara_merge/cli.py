@@ -136,8 +136,10 @@ def _simulate(args: argparse.Namespace) -> None:
         arg("--per-module", action="store_true", help="one λ per LoRA module instead of one overall"),
         arg("--damping", type=float, default=1e-3, help="Fisher damping relative to its mean (default 1e-3)"),
         arg("--mode", choices=("factors", "product"), default="factors"),
+        arg(
+            "--out", default=None, metavar="DIR", help="the folder to write the merged adapter to (required)"
+        ),
     ],
-    common=("out",),
 )
 def _merge(args: argparse.Namespace) -> None:
     from potara_merge.io import merge_adapter_dirs
@@ -175,7 +177,7 @@ def _merge(args: argparse.Namespace) -> None:
 
 
 # ---- demo ---------------------------------------------------------------------------------------------
-@app.command("demo", help="closed-form λ vs Monte Carlo, then a tiny federated run (~30 s)", common=("seed",))
+@app.command("demo", help="closed-form λ vs Monte Carlo, then a tiny federated run (~5 s)", common=("seed",))
 def _demo(args: argparse.Namespace) -> None:
     import numpy as np
 

@@ -41,6 +41,13 @@ def seed_value(text: str) -> int:
     return value
 
 
+def output_path(text: str) -> str:
+    """``--out``: a non-empty path (an empty one would silently write nothing), else a usage error."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a file name, got an empty string")
+    return text
+
+
 # Flags a command may opt into by name; every package spells them the same way.
 COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "seed": (("--seed",), {"type": seed_value, "default": 0, "help": "random seed (default: 0)"}),
@@ -48,7 +55,10 @@ COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--device",),
         {"choices": ("auto", "cpu", "cuda"), "default": "auto", "help": "compute device (default: auto)"},
     ),
-    "out": (("--out",), {"default": None, "metavar": "FILE", "help": "write results to FILE"}),
+    "out": (
+        ("--out",),
+        {"type": output_path, "default": None, "metavar": "FILE", "help": "write results to FILE"},
+    ),
     "quiet": (("--quiet", "-q"), {"action": "store_true", "help": "print nothing but results"}),
 }
 
