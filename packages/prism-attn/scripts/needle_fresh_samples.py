@@ -3,9 +3,10 @@ while looking at the `reproduce` table on data it was not chosen on. κ = n/16, 
 
     python scripts/needle_fresh_samples.py tiny-s niah:512 passkey:1024 [--samples 20] [--seed 1000]
 
-Prints dense, oracle, Prism with fixed 16-token blocks (``min_blocks=0``), Prism without the global term's
-page floor (``global_min_pages=0``: κ tokens' worth of pages only) and Prism with the default (blocks shrink
-and the global term proposes at least 16 pages for small κ)."""
+Prints dense, oracle, Prism with fixed 16-token blocks and pages (``min_blocks=0``), Prism with the
+previous release's small-budget rules (``min_blocks=8``: κ spans 8 blocks, the global term at least 16
+pages), the release before it (``min_blocks=8``, no page floor) and Prism with the default (``min_blocks=64``:
+blocks and global pages of κ/64 tokens below κ = 1024)."""
 
 import argparse
 
@@ -32,7 +33,8 @@ def main() -> None:
             "dense": PrismConfig(method="dense", kappa=k),
             "oracle": PrismConfig(method="oracle", kappa=k),
             "prism, 16-token blocks": PrismConfig(kappa=k, min_blocks=0, global_min_pages=0),
-            "prism, no page floor": PrismConfig(kappa=k, global_min_pages=0),
+            "prism, min_blocks=8, no page floor": PrismConfig(kappa=k, min_blocks=8, global_min_pages=0),
+            "prism, min_blocks=8": PrismConfig(kappa=k, min_blocks=8),
             "prism (default)": PrismConfig(kappa=k),
         }
         acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)

@@ -10,7 +10,7 @@ floor (``global_min_pages``) was chosen and checked on:
 
 A setting is ``dense``, ``oracle``, or comma-free ``key=value`` pairs joined by ``+``: ``floor=``
 (global_min_pages), ``g=`` (global_pages), ``cap=`` (max_candidates), ``radius=``, ``mb=`` (min_blocks),
-``anchors=0,3`` (anchor_layers); everything else is the package default."""
+``span=`` (global_span), ``anchors=0,3`` (anchor_layers); everything else is the package default."""
 
 import argparse
 
@@ -19,7 +19,7 @@ from prism_attn import PrismConfig
 from prism_attn.experiments import needle_accuracy
 
 KEYS = {"floor": ("global_min_pages", int), "g": ("global_pages", float), "cap": ("max_candidates", float),
-        "radius": ("radius", int), "mb": ("min_blocks", int)}  # fmt: skip
+        "radius": ("radius", int), "mb": ("min_blocks", int), "span": ("global_span", int)}  # fmt: skip
 
 
 def parse(spec: str, kappa: int) -> PrismConfig:

@@ -273,10 +273,11 @@ def test_large_kappa_ordering_and_odd_blocks_match_the_reference():
 
 
 def test_small_budgets_shrink_the_block_and_a_growing_cache_follows():
-    cfg = PrismConfig(block=16)
+    assert [PrismConfig().block_for(k) for k in (4096, 1024, 1000, 256, 128, 64)] == [16, 16, 8, 4, 2, 1]
+    cfg = PrismConfig(block=16, min_blocks=8)
     assert [cfg.block_for(k) for k in (2048, 128, 100, 64, 32, 3)] == [16, 16, 8, 8, 4, 1]
     assert PrismConfig(block=16, min_blocks=0).block_for(32) == 16
-    assert PrismConfig(block=16, global_min_pages=0).global_count(32) == 8  # κ tokens of 4-token blocks
+    assert PrismConfig(min_blocks=8, global_min_pages=0).global_count(32) == 8  # κ tokens of 4-token blocks
     assert cfg.global_count(32) == 16 and cfg.global_count(2048) == 128  # the floor binds at small κ only
     assert PrismConfig(global_pages=0).global_count(32) == 0  # no global term: the floor does not apply
     # one decoder over a growing cache whose κ = n/8 crosses the thresholds: equal to the reference

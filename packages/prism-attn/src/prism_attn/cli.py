@@ -26,8 +26,8 @@ CONFIG_ARGS = [
     arg(
         "--min-blocks",
         type=int,
-        default=8,
-        help="a small kappa still spans this many blocks (smaller blocks below min_blocks*block; 0: off)",
+        default=64,
+        help="a small kappa spans at least this many blocks (0: fixed --block; default 64)",
     ),
     arg("--max-candidates", type=float, default=2.0, help="candidate cap as a multiple of kappa (default 2)"),
     arg("--anchor-every", type=int, default=16, help="an exact top-kappa layer every N layers (default 16)"),
@@ -122,7 +122,7 @@ def _demo(args: argparse.Namespace) -> None:
     dense = [dense_decode(q, K, V) for q, K, V in zip(qs, Ks, Vs)]
     rows = []
     for method in ("oracle", "prism", "static", "quest", "dense"):
-        cfg = PrismConfig(method=method, kappa=kappa, dense_layers=(), block=8, radius=1)
+        cfg = PrismConfig(method=method, kappa=kappa, dense_layers=(), block=8, min_blocks=0, radius=1)
         dec = PrismDecoder(cfg, backend="torch")
         loss, err, recall = [], [], []
         for layer, (q, K, V) in enumerate(zip(qs, Ks, Vs)):

@@ -24,8 +24,11 @@ class PrismConfig:
     ``radius``: the proposal's dilation of the previous layer's selection, in blocks of ``block`` tokens.
     ``min_blocks``: a small budget still spans this many blocks — for κ < min_blocks·block the proposal and
     the global term use blocks of the largest power of two ≤ κ/min_blocks tokens (at least 1) instead of
-    ``block`` (:meth:`block_for`); ``0`` keeps ``block`` at every κ. With the default κ ≥ 128 this never
-    applies; it matters for explicit small budgets such as κ = n/16 on short contexts.
+    ``block`` (:meth:`block_for`); ``0`` keeps ``block`` at every κ. With the defaults (64 blocks of 16) it
+    applies below κ = 1024, i.e. on caches shorter than ~10K tokens at κ = 0.1·n: there the global term's
+    pages shrink with the blocks, so its page bounds cost up to 2/block of the key cache (single-token
+    pages, κ < 128, make it an exact scan of the keys in the bounds' dtype). Caches that short are cheap to
+    scan; what it buys is retrieval at small budgets (README, "Quality on tiny-m").
     ``sink`` / ``local``: tokens at the start / end of the cache that are always candidates.
     ``max_candidates``: the candidate cap as a multiple of κ (``None``: no cap).
     ``anchor_layers``: layers that compute exact top-κ (``None``: every ``anchor_every``-th layer from 0).
@@ -50,7 +53,7 @@ class PrismConfig:
     kappa_min: int = 128
     radius: int = 1
     block: int = 16
-    min_blocks: int = 8
+    min_blocks: int = 64
     sink: int = 4
     local: int = 64
     max_candidates: float | None = 2.0
