@@ -43,6 +43,23 @@ def test_decode_step_fast_equals_reference(method, global_pages, cap, span):
             assert torch.equal(s, r)
 
 
+def test_sliced_candidate_scoring_equals_the_reference(monkeypatch):
+    """Gathering and scoring candidates in slices (the long-list path) changes nothing."""
+    monkeypatch.setattr(ops, "SCORE_SLICE", 7)  # 203 tokens: many slices and a short last one
+    qs, Ks, Vs = _stack(203, batch=2)
+    cfg = PrismConfig(kappa=40, block=4, radius=2, local=8, anchor_every=3, max_candidates=4.0)
+    outs, sels = decode_step(qs, Ks, Vs, cfg, backend="torch")
+    ref_outs, ref_sels = reference.decode_step(qs, Ks, Vs, cfg)
+    for o, r in zip(outs, ref_outs):
+        torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-12)
+    for s, r in zip(sels, ref_sels):
+        assert (s is None) == (r is None) and (s is None or torch.equal(s, r))
+    q, K, _ = random_cache(50, heads=4, kv_heads=2, head_dim=16, dtype=torch.float64, seed=5)
+    cand = torch.tensor([[[3, -1, 7, 49, 0, 12, 11, 30, -1]] * 2])
+    direct = torch.matmul(ops._grouped(q, 2), ops.gather_rows(K, cand).transpose(-1, -2)) * 0.25
+    torch.testing.assert_close(ops.candidate_scores(q, K, cand, 0.25), direct, rtol=1e-12, atol=1e-12)
+
+
 def test_full_budget_equals_dense_to_1e6():
     q, K, V = random_cache(300, heads=8, kv_heads=2, head_dim=32, dtype=torch.float32, seed=3)
     dense = sdpa_decode(q.double(), K.double(), V.double())

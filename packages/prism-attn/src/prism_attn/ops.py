@@ -328,6 +328,31 @@ def refine(q, K, cand: torch.Tensor, kappa: int, scaling: float | None = None) -
     return refine_attend(q, K, K, cand, kappa, scaling, attend=False)[1]
 
 
+SCORE_SLICE = 1024  # candidates per KV head gathered and scored at a time (see candidate_scores)
+
+
+def candidate_scores(q, K, cand: torch.Tensor, scaling: float, work: Workspace | None = None) -> torch.Tensor:
+    """s (B, H_kv, g, c) = q_h · K[cand]·scaling per KV group; -1 candidates read row 0 (mask them).
+
+    Long candidate lists are gathered and scored in slices of ``SCORE_SLICE`` per KV head: a slice of
+    gathered keys (4 MiB for 8 KV heads at d = 128) is still in cache when the matmul reads it, whereas
+    gathering all of them first (25 MB at 32K) makes the matmul read them back from memory — the matmul
+    is a matrix-vector product, bound by that read. Same products, same values."""
+    B, Hkv, _, D = K.shape
+    c = cand.shape[-1]
+    g = q.shape[1] // Hkv
+    qg = q.reshape(B * Hkv, g, D)  # one (g, D) block of query heads per KV head
+    step = min(c, SCORE_SLICE)
+    buf = None if work is None else work.get("keys", B * Hkv * step * D, K)
+    parts = []
+    for start in range(0, c, step):
+        part = cand[..., start : start + step]
+        keys = gather_rows(K, part, buf).view(B * Hkv, part.shape[-1], D)
+        parts.append(torch.bmm(qg, keys.transpose(1, 2)))  # into a fresh, contiguous slice
+    s = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+    return s.view(B, Hkv, g, c).mul_(scaling)
+
+
 def refine_attend(
     q, K, V, cand: torch.Tensor, kappa: int, scaling: float, *, attend=True, work: Workspace | None = None
 ):
@@ -336,10 +361,7 @@ def refine_attend(
     ``work``: reusable gather buffers (results are identical with or without)."""
     valid = cand >= 0
     invalid = ~valid
-    B, Hkv, _, D = K.shape
-    buf = None if work is None else work.get("keys", B * Hkv * cand.shape[-1] * D, K)
-    Kc = gather_rows(K, cand, buf)
-    s = torch.matmul(_grouped(q, K.shape[1]), Kc.transpose(-1, -2)).mul_(scaling)
+    s = candidate_scores(q, K, cand, scaling, work)
     s.masked_fill_(invalid[:, :, None, :], _NEG)
     pooled = torch.softmax(s, dim=-1).sum(2).masked_fill_(invalid, -1.0)
     k = min(kappa, cand.shape[-1])
