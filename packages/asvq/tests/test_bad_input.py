@@ -69,6 +69,6 @@ def test_misc_bad_inputs():
     bad = x.copy()
     bad[0, 0] = np.nan
     with pytest.raises(InputError, match="train contains NaN"):
-        train_autoencoder(bad, x, steps=1)
+        train_autoencoder(bad, x, steps=2)
     with pytest.raises(InputError, match="features"):
-        train_autoencoder(x, x[:, :3], steps=1)
+        train_autoencoder(x, x[:, :3], steps=2)

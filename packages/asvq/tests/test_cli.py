@@ -43,14 +43,14 @@ def test_search_bad_files_exit_2_without_output(tmp_path, capsys):
     base = ["search", "--vectors", str(tmp_path / "x.npy"), "--out", str(out), "--codebook"]
     assert "dimension 3" in _error(capsys, [*base, str(tmp_path / "c4.npy")])
     assert "NaN" in _error(capsys, [*base, str(tmp_path / "nan.npy")])
-    assert "does not exist" in _error(capsys, [*base, str(tmp_path / "missing.npy")])
+    assert "no such file" in _error(capsys, [*base, str(tmp_path / "missing.npy")])
     np.save(tmp_path / "empty.npy", np.ones((0, 3)))
     assert "--codebook is empty" in _error(capsys, [*base, str(tmp_path / "empty.npy")])
     assert "--chunk-size" in _error(capsys, [*base, str(tmp_path / "c4.npy"), "--chunk-size", "0"])
     (tmp_path / "junk.npy").write_text("junk")
-    assert "not a readable" in _error(capsys, [*base, str(tmp_path / "junk.npy")])
+    assert "cannot read" in _error(capsys, [*base, str(tmp_path / "junk.npy")])
     (tmp_path / "zero.npy").write_bytes(b"")
-    assert "not a readable" in _error(capsys, [*base, str(tmp_path / "zero.npy")])
+    assert "cannot read" in _error(capsys, [*base, str(tmp_path / "zero.npy")])
     np.savez(tmp_path / "arch.npz", a=np.ones((5, 3)))
     assert ".npz archive" in _error(capsys, [*base, str(tmp_path / "arch.npz")])
     assert not out.exists()
@@ -87,17 +87,17 @@ def test_train_digits_prints_diagnostics_and_writes_json(tmp_path, capsys):
 
 
 def test_train_errors(capsys):
-    assert "known quantizers: asvq, vq" in _error(capsys, ["train", "--quantizer", "lfq", "--steps", "1"])
-    assert "--codebook-size" in _error(capsys, ["train", "--codebook-size", "1", "--steps", "1"])
-    assert "--lr" in _error(capsys, ["train", "--lr", "-1", "--steps", "1"])
-    assert "--batch-size" in _error(capsys, ["train", "--batch-size", "0", "--steps", "1"])
+    assert "known quantizers: asvq, vq" in _error(capsys, ["train", "--quantizer", "lfq", "--steps", "2"])
+    assert "--codebook-size" in _error(capsys, ["train", "--codebook-size", "1", "--steps", "2"])
+    assert "--lr" in _error(capsys, ["train", "--lr", "-1", "--steps", "2"])
+    assert "--batch-size" in _error(capsys, ["train", "--batch-size", "0", "--steps", "2"])
     _error(capsys, ["train", "--data", "cifar"])
 
 
 def test_train_refuses_bad_outputs_before_training(tmp_path, capsys):
-    argv = ["train", "--steps", "1", "--codebook-size", "8", "--save", str(tmp_path / "m.pt")]
+    argv = ["train", "--steps", "2", "--codebook-size", "8", "--save", str(tmp_path / "m.pt")]
     assert "--indices-out" in _error(capsys, [*argv, "--indices-out", str(tmp_path)])
-    assert "different files" in _error(capsys, [*argv, "--out", str(tmp_path / "m.pt")])
+    assert "name the same file" in _error(capsys, [*argv, "--out", str(tmp_path / "m.pt")])
     assert list(tmp_path.iterdir()) == []  # nothing written by the refused runs
 
 
@@ -105,7 +105,7 @@ def test_speech_without_espeak_says_how_to_install(capsys, monkeypatch):
     # hide espeak-ng (and espeak) from PATH lookups, so this runs whether or not it is installed
     monkeypatch.setattr(data.shutil, "which", lambda name: None)
     assert espeak_binary() is None
-    err = _error(capsys, ["train", "--data", "speech", "--steps", "1"])
+    err = _error(capsys, ["train", "--data", "speech", "--steps", "2"])
     assert "espeak-ng is not installed" in err and "apt-get install espeak-ng" in err
     assert len(err.splitlines()) == 1
 
@@ -122,3 +122,13 @@ def test_subprocess_smoke():
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip().startswith("asvq ")
+
+
+def test_outputs_are_checked_against_each_other_and_the_inputs_before_work(tmp_path, capsys):
+    x, c = tmp_path / "x.npy", tmp_path / "c.npy"
+    np.save(x, np.zeros((4, 2))), np.save(c, np.ones((3, 2)))
+    assert _error(capsys, ["search", "--vectors", str(x), "--codebook", str(c), "--out", str(x)])
+    assert np.load(x).shape == (4, 2)  # the input is untouched
+    err = _error(capsys, ["reproduce", "--quick", "--plot", str(tmp_path / "p.png"), "--out", str(tmp_path)])
+    assert "is a directory" in err and not (tmp_path / "p.png").exists()
+    assert "--steps" in _error(capsys, ["train", "--steps", "1"])

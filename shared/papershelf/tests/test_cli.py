@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from papershelf.cli import App, arg
 from papershelf.errors import InputError, MissingDependencyError
 
@@ -83,3 +85,19 @@ def test_papershelf_command_in_a_subprocess():
         check=False,
     )
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+
+
+def test_read_npy_refuses_what_is_not_one_saved_array(tmp_path):
+    np = pytest.importorskip("numpy")
+    from papershelf.cli import read_npy
+
+    good = tmp_path / "a.npy"
+    np.save(good, np.arange(3.0))
+    assert read_npy(str(good), "--x").tolist() == [0.0, 1.0, 2.0]
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "z.npz", a=np.ones(2))
+    for name, match in (("missing.npy", "no such file"), ("empty.npy", "cannot read"),
+                        ("obj.npy", "pickled Python objects"), ("z.npz", "an .npz archive")):  # fmt: skip
+        with pytest.raises(InputError, match=f"--x: .*{match}"):
+            read_npy(str(tmp_path / name), "--x")

@@ -138,3 +138,18 @@ def test_check_output_path_refuses_before_any_work(tmp_path):
     with pytest.raises(InputError, match="cannot be written"):
         check_output_path(tmp_path / "file" / "r.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_check_outputs_refuses_clashes_with_each_other_and_with_inputs(tmp_path):
+    from papershelf.errors import InputError
+    from papershelf.repro import check_outputs
+
+    a, b = tmp_path / "a.json", tmp_path / "b.png"
+    check_outputs({"--out": a, "--plot": b, "--log": None}, {"--data": tmp_path / "x.npy"})
+    with pytest.raises(InputError, match="--out and --plot name the same file"):
+        check_outputs({"--out": a, "--plot": tmp_path / "." / "a.json"})
+    with pytest.raises(InputError, match="--out would overwrite the input --data"):
+        check_outputs({"--out": a}, {"--data": a})
+    with pytest.raises(InputError, match=r"--plot .* is a directory"):
+        check_outputs({"--out": a, "--plot": tmp_path})
+    assert list(tmp_path.iterdir()) == []

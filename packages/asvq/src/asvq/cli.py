@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from asvq import __version__
 from papershelf.bench import format_table, write_records
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, read_npy
 from papershelf.errors import InputError
-from papershelf.repro import atomic_path, atomic_write_json, check_output_path, run_manifest
+from papershelf.repro import atomic_path, atomic_write_json, check_outputs, run_manifest
 
 app = App(
     "asvq", __version__, "Adaptive-Scale Vector Quantization: drop-in quantizers, diagnostics, experiments."
@@ -31,17 +30,7 @@ def _log(args: argparse.Namespace):
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} file {path!r} does not exist")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(
-            f"{what} file {path!r} is not a readable .npy array ({exc or 'empty file'})"
-        ) from None
-    if not isinstance(arr, np.ndarray):  # an .npz archive
-        raise InputError(f"{what} file {path!r} is an .npz archive; give one array saved with np.save")
+    arr = read_npy(path, what)
     if np.iscomplexobj(arr):
         raise InputError(f"{what} is complex; real vectors are expected")
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
@@ -93,17 +82,13 @@ def _train(args: argparse.Namespace) -> None:
         raise InputError(f"unknown quantizer {args.quantizer!r}; known quantizers: {', '.join(QUANTIZERS)}")
     # checked here so that the errors name the flags, before any data is loaded
     check_int("--codebook-size", args.codebook_size, low=2)
-    for flag, value in (("--dim", args.dim), ("--tokens", args.tokens), ("--steps", args.steps),
-                        ("--batch-size", args.batch_size)):  # fmt: skip
+    for flag, value in (("--dim", args.dim), ("--tokens", args.tokens), ("--batch-size", args.batch_size)):
         check_int(flag, value, low=1)
+    check_int("--steps", args.steps, low=2)  # the loss-spread diagnostics need two losses
     check_number("--lr", args.lr, low=0, low_open=True)
     check_number("--quantizer-lr", args.quantizer_lr, low=0, low_open=True)
-    outputs = {flag: path for flag, path in (("--save", args.save), ("--indices-out", args.indices_out),
-                                             ("--out", args.out)) if path}  # fmt: skip
-    for flag, path in outputs.items():  # every output refused now, not after training wrote the first
-        check_output_path(path, flag)
-    if len({str(Path(p).resolve()) for p in outputs.values()}) < len(outputs):
-        raise InputError("--save, --indices-out and --out must name different files")
+    # every output refused now, not after training wrote the first
+    check_outputs({"--save": args.save, "--indices-out": args.indices_out, "--out": args.out})
     options: dict[str, Any] = {}
     if args.quantizer == "asvq":
         options["scale"] = args.scale
@@ -173,7 +158,7 @@ def _search(args: argparse.Namespace) -> None:
     c = _load_npy(args.codebook, "--codebook")
     if x.shape[1] != c.shape[1]:
         raise InputError(f"--vectors have dimension {x.shape[1]} but the --codebook has {c.shape[1]}")
-    check_output_path(args.out)
+    check_outputs({"--out": args.out}, {"--vectors": args.vectors, "--codebook": args.codebook})
     dtype = torch.float64 if np.float64 in (x.dtype, c.dtype) else torch.float32
     # distances are invariant to a shared shift and their argmin to a shared positive scale: centring on
     # the codebook's mean and scaling to unit range keeps float32's ‖x‖² − 2x·c + ‖c‖² from cancelling
@@ -218,6 +203,7 @@ def _demo(args: argparse.Namespace) -> None:
 def _bench(args: argparse.Namespace) -> None:
     from asvq.experiments import bench
 
+    check_outputs({"--out": args.out})
     records = bench(quick=args.quick, seed=args.seed, log=_log(args))
     print(format_table(records))
     for r in records:
@@ -248,6 +234,7 @@ def _fmt(x: float | None, spec: str) -> str:
 def _reproduce(args: argparse.Namespace) -> None:
     from asvq.experiments import reproduce
 
+    check_outputs({"--out": args.out, "--plot": args.plot})
     out = reproduce(quick=args.quick, log=_log(args))
     rec = out["recipe"]
     print(
@@ -311,8 +298,9 @@ def _ablate(args: argparse.Namespace) -> None:
     from papershelf.errors import check_int
 
     check_int("--seeds", args.seeds, low=2)
-    check_int("--steps", args.steps, low=1)
+    check_int("--steps", args.steps, low=2)  # the loss-spread diagnostics need two losses
     check_int("--codebook-size", args.codebook_size, low=2)
+    check_outputs({"--out": args.out})
     out = ablation(
         args.data, seeds=args.seeds, steps=args.steps, codebook_size=args.codebook_size, log=_log(args)
     )
@@ -354,7 +342,8 @@ def _sweep_steps(args: argparse.Namespace) -> None:
 
     check_int("--seeds", args.seeds, low=2)
     for s in args.steps:
-        check_int("--steps", s, low=1)
+        check_int("--steps", s, low=2)  # the loss-spread diagnostics need two losses
+    check_outputs({"--out": args.out})
     out = steps_sweep(tuple(args.steps), seeds=args.seeds, log=_log(args))
     print(f"digits: K = {out['setting']['codebook_size']}, d = {out['setting']['dim']}, {args.seeds} seeds")
     print(f"{'steps':>6}  {'quantizer':<9}{'test MSE':>10}{'MSE std':>9}{'loss std':>10}{'util':>7}")

@@ -47,7 +47,7 @@ def train_autoencoder(
             raise InputError(f"{name} contains NaN or infinite values")
     if train.shape[1] != test.shape[1]:
         raise InputError(f"train has {train.shape[1]} features but test has {test.shape[1]}")
-    steps = check_int("steps", steps, low=1)
+    steps = check_int("steps", steps, low=2)  # the loss-spread diagnostics need two losses
     batch_size = check_int("batch_size", batch_size, low=1)
     eval_every = check_int("eval_every", eval_every, low=1)
     lr = check_number("lr", lr, low=0, low_open=True)

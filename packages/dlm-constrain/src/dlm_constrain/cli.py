@@ -12,7 +12,7 @@ import torch
 from dlm_constrain import __version__
 from dlm_constrain.automaton import TokenDFA
 from papershelf.bench import format_table, write_records
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, read_npy
 from papershelf.errors import InputError, check_int
 from papershelf.repro import (
     atomic_write_json,
@@ -65,18 +65,7 @@ def _read_schema(text: str) -> str:
 
 
 def _read_probs(path: str) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--probs: no such file {path!r}")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(
-            f"--probs: cannot read {path!r} as .npy ({' '.join(str(exc).split())[:100] or 'empty file'})"
-        ) from None
-    if not isinstance(arr, np.ndarray):  # an .npz archive
-        raise InputError(f"--probs: {path!r} is an .npz archive; give one array saved with np.save")
-    return arr
+    return read_npy(path, "--probs")
 
 
 @app.command(

@@ -14,7 +14,7 @@ from entropy_unmask import __version__
 from entropy_unmask.baselines import SCHEDULES, make_schedule
 from entropy_unmask.data import FAMILIES, Joint, joint_from_table, make_family
 from papershelf.bench import format_table, write_records
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, read_npy
 from papershelf.errors import InputError
 from papershelf.repro import atomic_path, atomic_write_json, check_output_path, run_manifest
 
@@ -35,14 +35,7 @@ TARGET_ARGS = [
 def _target(args: argparse.Namespace) -> Joint:
     if args.joint:
         path = Path(args.joint)
-        if not path.is_file():
-            raise InputError(f"--joint: no such file {args.joint!r}")
-        try:
-            table = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise InputError(f"--joint: cannot read {args.joint!r} as .npy ({exc or 'empty file'})") from None
-        if not isinstance(table, np.ndarray):  # an .npz archive holds several arrays
-            raise InputError(f"--joint: {args.joint!r} is an .npz archive; save the table with np.save")
+        table = read_npy(args.joint, "--joint")
         try:
             return joint_from_table(table, name=path.stem)
         except InputError as exc:

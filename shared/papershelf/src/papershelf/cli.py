@@ -48,6 +48,32 @@ def output_path(text: str) -> str:
     return text
 
 
+def read_npy(path: str, flag: str) -> Any:
+    """The one array a user saved with ``np.save`` at ``path``, or an :class:`InputError` naming ``flag``: a
+    missing, empty, corrupt or pickled file, or an ``.npz`` archive. Shape, dtype and values are the
+    caller's to check. (NumPy is imported here; the core itself does not depend on it.)"""
+    from pathlib import Path
+
+    import numpy as np
+
+    from papershelf.errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{flag}: no such file {str(path)!r}")
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        detail = " ".join(str(exc).split())[:100] or "empty file"
+        if "pickle" in detail:  # object arrays: never unpickled from a user's file
+            detail = "it holds pickled Python objects, which are not loaded"
+        raise InputError(f"{flag}: cannot read {str(path)!r} as .npy ({detail})") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive holds several arrays
+        arr.close()
+        raise InputError(f"{flag}: {str(path)!r} is an .npz archive; give one array saved with np.save")
+    return arr
+
+
 # Flags a command may opt into by name; every package spells them the same way.
 COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "seed": (("--seed",), {"type": seed_value, "default": 0, "help": "random seed (default: 0)"}),

@@ -88,6 +88,25 @@ def check_output_path(path: str | os.PathLike[str] | None, flag: str = "--out") 
         raise InputError(f"{flag} {str(dest)!r} cannot be written ({str(parent)!r} is not a writable folder)")
 
 
+def check_outputs(
+    outputs: dict[str, str | os.PathLike[str] | None],
+    inputs: dict[str, str | os.PathLike[str] | None] | None = None,
+) -> None:
+    """:func:`check_output_path` for every ``{flag: path}`` output given, then refuse two outputs naming
+    the same file and an output naming one of the ``inputs`` (it would be overwritten) — before any work."""
+    given = {flag: Path(p).resolve() for flag, p in outputs.items() if p is not None and str(p) != ""}
+    for flag, path in outputs.items():
+        check_output_path(path, flag)
+    seen: dict[Path, str] = {}
+    for flag, path in given.items():
+        if path in seen:
+            raise InputError(f"{seen[path]} and {flag} name the same file; give two different files")
+        seen[path] = flag
+    for flag, path in (inputs or {}).items():
+        if path is not None and str(path) != "" and Path(path).resolve() in seen:
+            raise InputError(f"{seen[Path(path).resolve()]} would overwrite the input {flag} {str(path)!r}")
+
+
 @contextlib.contextmanager
 def atomic_path(
     path: str | os.PathLike[str], *, mode: str = "w", encoding: str | None = "utf-8"
