@@ -66,3 +66,31 @@ def test_eval_cli_on_a_model_folder_reports_pretrained_and_random_init(tmp_path,
     assert 0 < ref["all_background"] < ref["true_token_labels"] < 1
     text = capsys.readouterr().out
     assert "random-init" in text and "seg_miou references at the 4x4 token grid" in text
+
+
+def test_outputs_and_threads_are_refused_before_any_work(tmp_path, capsys):
+    from papershelf_vision.models import build, save_model
+
+    model = tmp_path / "m"
+    save_model(build("micro-resnet"), model)
+    before = (model / "config.json").read_bytes()
+    small = ["--no-baseline", "-n", "10", "--n-test", "10", "--seg-train", "10", "--seg-test", "10"]
+    assert main(["eval", str(model), *small, "--out", str(model / "config.json")]) == 2
+    assert "inside the model folder" in capsys.readouterr().err
+    assert (model / "config.json").read_bytes() == before
+    assert main(["eval", str(model), *small, "--out", str(tmp_path)]) == 2  # a directory: refused up front
+    assert main(["eval", str(model), *small, "--threads", "100000"]) == 2
+    assert "--threads" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    for out in ("afile", "afile/run"):
+        assert main(["train", "--preset", "micro-resnet", "--out", str(tmp_path / out)]) == 2
+        assert "--out" in capsys.readouterr().err
+
+
+def test_the_evaluate_name_is_always_the_module():
+    """``papershelf_vision.evaluate`` is the submodule (a package-level function of the same name flipped
+    between function and module depending on import order); the function is ``evaluate.evaluate``."""
+    import papershelf_vision as pv
+    from papershelf_vision import evaluate as E
+
+    assert callable(E.evaluate) and pv.evaluate is E

@@ -390,6 +390,35 @@ def test_a_corrupt_or_foreign_state_file_is_refused_and_kept(tmp_path, content):
     assert state.read_bytes() == before  # nothing overwritten
 
 
+def test_ship_refuses_bad_names_and_runs_without_writing_anything(tmp_path, monkeypatch):
+    from papershelf_vision import models
+    from papershelf_vision.train import ship
+
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    monkeypatch.setattr(models, "CHECKPOINTS", shelf)
+    run = tmp_path / "run"
+    train(TrainConfig(preset="micro-resnet", **MICRO), run, quiet=True)
+    for bad in (" ", "a/b", "x\ny", ".hidden"):
+        with pytest.raises(InputError, match="checkpoint name"):
+            ship(run, bad)
+    (run / "log.jsonl").write_text("garbage{\n")
+    with pytest.raises(InputError, match="log"):
+        ship(run, "ok")
+    assert list(shelf.iterdir()) == []  # nothing half-written
+
+
+def test_a_state_file_that_would_run_code_is_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pwned"), "w"))
+
+    torch.save({"config": Evil()}, tmp_path / "state.pt")
+    with pytest.raises(InputError, match=r"state\.pt"):
+        train(TrainConfig(preset="micro-resnet", **MICRO), tmp_path, quiet=True)
+    assert not (tmp_path / "pwned").exists()
+
+
 def test_rerender_views_share_geometry_and_crop_each_rendering():
     from papershelf_vision import data as D
     from papershelf_vision.train import crops, source_batch, source_plan

@@ -17,7 +17,6 @@ _LAZY = {
     "ir_scene": "papershelf_vision.data",
     "sparse_scene": "papershelf_vision.data",
     "photo_patches": "papershelf_vision.data",
-    "evaluate": "papershelf_vision.evaluate",
 }
 
 __all__ = sorted(_LAZY)

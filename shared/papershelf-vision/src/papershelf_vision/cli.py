@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from papershelf.cli import App, arg
 from papershelf.errors import InputError
+from papershelf.repro import check_output_path, check_outputs
 from papershelf_vision import __version__
 from papershelf_vision.presets import PRESETS
 
@@ -16,6 +19,15 @@ app = App(
     __version__,
     "The papershelf vision testbed: procedural images with dense labels and small self-supervised backbones.",
 )
+
+
+def _check_threads(threads: int | None) -> int | None:
+    """``--threads``: None (torch's default) or 1..the machine's CPU count (far more crashes torch)."""
+    cpus = os.cpu_count() or 1
+    if threads is not None and not 1 <= threads <= cpus:
+        raise InputError(f"--threads must be in 1..{cpus} (this machine's CPUs), got {threads}")
+    return threads
+
 
 SAMPLE_KINDS = ("scene", "objects", "digits", "photos", "ir", "sparse", "corruptions")
 
@@ -42,8 +54,13 @@ def _train(args: argparse.Namespace) -> None:
     from papershelf_vision.train import config_from_file, train
 
     get_preset(args.preset)
-    if args.max_minutes is not None and args.max_minutes <= 0:
+    if args.max_minutes is not None and not args.max_minutes > 0:  # NaN too
         raise InputError(f"--max-minutes must be positive, got {args.max_minutes}")
+    _check_threads(args.threads)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {args.out!r} is a file; give a run folder")
+    check_output_path(out / "state.pt", "--out")  # a folder that can be made, under no file
     config = config_from_file(args.preset, args.config)
     print(json.dumps(train(config, args.out, max_minutes=args.max_minutes, threads=args.threads,
                            quiet=args.quiet)))  # fmt: skip
@@ -71,9 +88,14 @@ def _eval(args: argparse.Namespace) -> None:
     from papershelf_vision.evaluate import default_seg_layer, evaluate, segmentation_reference
     from papershelf_vision.models import build, get_preset, load, n_params
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise InputError(f"--threads must be at least 1, got {args.threads}")
+    check_outputs({"--out": args.out})
+    model_dir = Path(args.model)
+    if args.out and not args.random and model_dir.is_dir():
+        if model_dir.resolve() in Path(args.out).resolve().parents:
+            raise InputError(
+                f"--out {args.out!r} is inside the model folder {args.model!r}; write it elsewhere"
+            )
+    if _check_threads(args.threads) is not None:
         torch.set_num_threads(args.threads)
     for name in ("n_train", "n_test", "seg_train", "seg_test"):
         if getattr(args, name) < 10:
@@ -131,7 +153,8 @@ def _sample(args: argparse.Namespace) -> None:
 
 @app.command(
     "ship",
-    help="copy a run's best (or latest) teacher backbone into the package as a named checkpoint",
+    help="copy a run's best (or latest) exported backbone (the teacher; the student of infonce/distill "
+    "runs) into the package as a named checkpoint",
     args=[
         arg("run", help="a run folder written by train"),
         arg("--name", required=True, help="checkpoint name, e.g. vit-tiny"),

@@ -40,6 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -51,7 +54,7 @@ from torch import nn
 
 from papershelf.errors import InputError, check_int
 from papershelf_vision import data as D
-from papershelf_vision.models import build, get_preset, save_model
+from papershelf_vision.models import build, get_preset, load, save_model
 
 PROBE_SEED = 424242  # the training-time probe set; eval uses other seeds
 
@@ -765,7 +768,8 @@ def load_state(path: Path) -> dict:
     """A run's ``state.pt``, or an ``InputError`` naming the file when it is missing, truncated or foreign
     (the file is left as it is)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        # weights_only: the state is dicts, tensors and numbers, and a pickle could run code on load
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises EOFError, UnpicklingError, RuntimeError, ... for a bad file
         raise InputError(f"{path} is not a readable training state ({type(exc).__name__}: {exc})") from None
     missing = [k for k in STATE_KEYS if not isinstance(state, dict) or k not in state]
@@ -814,7 +818,10 @@ def config_from_file(preset: str, path: str | None) -> TrainConfig:
 
 def loss_summary(log_file: Path, every: int = 50) -> dict:
     """Mean loss / teacher entropy per ``every`` steps and the probe history, from a run's log."""
-    rows = [json.loads(line) for line in log_file.read_text().splitlines() if line]
+    try:
+        rows = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines() if line]
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{log_file} is not a readable run log ({exc})") from None
     steps = [r for r in rows if "loss" in r]
     out: dict = {"per_steps": every, "windows": [], "probe_knn": []}
     for start in range(0, (steps[-1]["step"] if steps else 0), every):
@@ -835,8 +842,6 @@ def loss_summary(log_file: Path, every: int = 50) -> dict:
 def ship(run: str | Path, name: str, *, which: str = "best") -> Path:
     """Copy a run's ``best`` (or ``model``: the latest) exported backbone into the package as checkpoint
     ``name``, with its training config and loss summary."""
-    import shutil
-
     from papershelf.repro import atomic_write_json
     from papershelf_vision.models import CHECKPOINTS
 
@@ -844,17 +849,31 @@ def ship(run: str | Path, name: str, *, which: str = "best") -> Path:
     src = run / which
     if which not in ("best", "model") or not (src / "model.safetensors").is_file():
         raise InputError(f"{src} holds no exported model (which must be 'best' or 'model' of a run folder)")
-    if not name or "/" in name or name.startswith("."):
-        raise InputError(f"bad checkpoint name {name!r}")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or ""):
+        raise InputError(f"checkpoint name {name!r} must be letters, digits, '.', '_' or '-'")
+    # everything is read and checked before anything is written, and the checkpoint is assembled in a
+    # temporary folder beside its destination, so a bad run can neither half-write nor clobber one
     state = load_state(run / "state.pt")
+    load(src)  # a corrupt or foreign model.safetensors / config.json is refused here
+    try:
+        shipped = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{src / 'config.json'} is not readable JSON ({exc})") from None
+    losses = loss_summary(run / "log.jsonl")
     dest = CHECKPOINTS / name
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src / "model.safetensors", dest / "model.safetensors")
-    shutil.copyfile(src / "config.json", dest / "config.json")
-    shipped = json.loads((src / "config.json").read_text())
-    atomic_write_json(dest / "train_config.json", {
-        **state["config"], "corpus": corpus_id(), "shipped_step": shipped.get("step"),
-        "run_step": state["step"], "run_elapsed_s": round(state["elapsed_s"], 1),
-    })  # fmt: skip
-    atomic_write_json(dest / "loss_summary.json", loss_summary(run / "log.jsonl"))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=CHECKPOINTS))
+    try:
+        shutil.copyfile(src / "model.safetensors", tmp / "model.safetensors")
+        shutil.copyfile(src / "config.json", tmp / "config.json")
+        atomic_write_json(tmp / "train_config.json", {
+            **state["config"], "corpus": corpus_id(), "shipped_step": shipped.get("step"),
+            "run_step": state["step"], "run_elapsed_s": round(state["elapsed_s"], 1),
+        })  # fmt: skip
+        atomic_write_json(tmp / "loss_summary.json", losses)
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
     return dest
