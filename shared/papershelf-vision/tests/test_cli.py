@@ -35,7 +35,7 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
     assert main(["eval", "no-such-checkpoint"]) == 2
     assert "shipped checkpoints:" in capsys.readouterr().err
     assert main(["eval", "vit-tiny", "--random", "--n-test", "3"]) == 2
-    assert "--n-test must be at least 10" in capsys.readouterr().err
+    assert "--n-test must be an integer in [10, 1000000]" in capsys.readouterr().err
     assert main(["sample", "scene", "--dir", str(tmp_path), "-n", "0"]) == 2
     cfg = tmp_path / "c.json"
     cfg.write_text('{"stepz": 3}')
@@ -94,3 +94,12 @@ def test_the_evaluate_name_is_always_the_module():
     from papershelf_vision import evaluate as E
 
     assert callable(E.evaluate) and pv.evaluate is E
+
+
+def test_sample_refuses_bad_sizes_and_folders_without_leaving_one(tmp_path, capsys):
+    out = tmp_path / "new"
+    for argv, word in ((["scene", "--size", "0"], "--size"), (["sparse", "--size", "64"], "--size")):
+        assert main(["sample", *argv, "--dir", str(out)]) == 2
+        assert word in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["sample", "scene", "--dir", ""]) == 2

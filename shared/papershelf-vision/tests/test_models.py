@@ -89,3 +89,12 @@ def test_corrupt_or_mismatched_weights_are_errors(tmp_path):
     (tmp_path / "b" / "model.safetensors").unlink()
     with pytest.raises(InputError, match="not a model folder"):
         load(tmp_path / "b")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(tmp_path / "c" / "model.safetensors")
+    name = next(k for k, v in weights.items() if v.is_floating_point())
+    for bad, match in ((weights[name].fill_(float("nan")), "NaN or infinite"),
+                       (weights[name].to(torch.complex64), "wrong kind")):  # fmt: skip
+        save_file({**weights, name: bad}, tmp_path / "c" / "model.safetensors")
+        with pytest.raises(InputError, match=match):
+            load(tmp_path / "c")

@@ -285,6 +285,9 @@ def test_distill_objective_trains_from_a_frozen_checkpoint_and_exports_the_stude
         ("init_from", 3, "init_from must name"),
         ("seed", 2**40, "seed must be an integer in"),
         ("lr", 10**400, "lr must be finite"),
+        ("local_size", 12, "local_size must be a positive multiple of 8"),
+        ("source_size", 4, "source_size"),
+        ("probe_n", 1, "probe_n"),
     ],
 )
 def test_a_bad_config_field_is_one_error_naming_it(field, value, message):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from papershelf.cli import App, arg
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from papershelf.repro import check_output_path, check_outputs
 from papershelf_vision import __version__
 from papershelf_vision.presets import PRESETS
@@ -97,9 +97,8 @@ def _eval(args: argparse.Namespace) -> None:
             )
     if _check_threads(args.threads) is not None:
         torch.set_num_threads(args.threads)
-    for name in ("n_train", "n_test", "seg_train", "seg_test"):
-        if getattr(args, name) < 10:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 10, got {getattr(args, name)}")
+    for name in ("n_train", "n_test", "seg_train", "seg_test"):  # flags named, before any model is built
+        check_int(f"--{name.replace('_', '-')}", getattr(args, name), low=10, high=1_000_000)
     if args.random:
         models = {"random-init": build(get_preset(args.model), seed=args.seed)}
     else:
@@ -137,7 +136,9 @@ def _eval(args: argparse.Namespace) -> None:
     args=[
         arg("kind", choices=SAMPLE_KINDS),
         arg("--dir", required=True, help="output folder (created)"),
-        arg("-n", type=int, default=4, help="how many samples (default 4)"),
+        arg(
+            "-n", type=int, default=4, help="how many samples (default 4; corruptions: one scene, every kind)"
+        ),
         arg("--size", type=int, default=None, help="image side in pixels (default per kind)"),
     ],
     common=["seed"],

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from papershelf.errors import InputError
+from papershelf.errors import check_int
 from papershelf_vision import data as D
 from papershelf_vision.models import to_tensor
 
@@ -144,8 +144,14 @@ def segmentation_reference(grid: tuple[int, int], n_test: int = 100, size: int =
 def evaluate(model: nn.Module, *, n_train: int = 2000, n_test: int = 1000, seg_train: int = 200,
              seg_test: int = 100, k: int = 10) -> dict:  # fmt: skip
     """Every score of the protocol above for one model (a dict of floats)."""
-    if n_train < 10 or n_test < 10:
-        raise InputError(f"n_train and n_test must be at least 10, got {n_train}, {n_test}")
+    for name, value in (
+        ("n_train", n_train),
+        ("n_test", n_test),
+        ("seg_train", seg_train),
+        ("seg_test", seg_test),
+    ):
+        check_int(name, value, low=10, high=1_000_000)  # every count up front, before minutes of embedding
+    check_int("k", k, low=1)
     size = model.config.image_size
     xtr, ytr = D.objects(n_train, D.HELDOUT_CLASSES, size, seed=1)
     xte, yte = D.objects(n_test, D.HELDOUT_CLASSES, size, seed=2)

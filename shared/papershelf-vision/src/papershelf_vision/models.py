@@ -274,7 +274,16 @@ def load(name: str | Path) -> nn.Module:
             f"checkpoint {folder} does not match its config: missing {missing[:2]}, unexpected "
             f"{unexpected[:2]}, mismatched {mismatched[:2]}"
         )
-    model.load_state_dict({k: v.float() for k, v in state.items()})
+    wrong = sorted(k for k in own if state[k].is_floating_point() != own[k].is_floating_point()
+                   or state[k].is_complex())  # fmt: skip
+    if wrong:
+        raise InputError(
+            f"checkpoint {folder} holds tensors of the wrong kind (e.g. {wrong[0]}: {state[wrong[0]].dtype})"
+        )
+    nonfinite = sorted(k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all())
+    if nonfinite:
+        raise InputError(f"checkpoint {folder} holds NaN or infinite weights (e.g. {nonfinite[0]})")
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     return model.eval()
 
 

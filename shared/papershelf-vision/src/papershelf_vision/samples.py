@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from papershelf_vision import data as D
 
 
@@ -42,12 +42,33 @@ def _save(path: Path, array: np.ndarray) -> Path:
 def write_samples(
     kind: str, folder: str | Path, n: int, seed: int = 0, size: int | None = None
 ) -> list[Path]:
-    from papershelf_vision.corruptions import KINDS, corrupt
+    from papershelf.repro import check_output_path
 
+    if not str(folder).strip():
+        raise InputError("--dir is empty; give a folder")
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--dir {folder} exists and is not a folder")
+    check_output_path(folder / "sample.png", "--dir")  # a folder that can be made, under no file
+    if size is not None:  # 0 is an error, not "the default"
+        check_int("--size", size, low=MIN_SIZE.get(kind, 8))
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write(kind, folder, n, seed, size)
+    except BaseException:
+        if made and not any(folder.iterdir()):  # leave no empty folder behind a refused request
+            folder.rmdir()
+        raise
+
+
+# the smallest --size each kind's generator draws (sparse: objects up to 48 px must fit twice)
+MIN_SIZE = {"sparse": 96}
+
+
+def _write(kind: str, folder: Path, n: int, seed: int, size: int | None) -> list[Path]:
+    from papershelf_vision.corruptions import KINDS, corrupt
+
     written: list[Path] = []
     if kind == "scene":
         for i in range(n):

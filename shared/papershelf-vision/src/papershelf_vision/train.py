@@ -117,9 +117,16 @@ class TrainConfig:
     def __post_init__(self) -> None:
         from papershelf.errors import check_number
 
-        get_preset(self.preset)
+        backbone = get_preset(self.preset)
         for name, low in _INT_FIELDS.items():
             setattr(self, name, check_int(name, getattr(self, name), low=low))
+        multiple = backbone.patch_size if backbone.arch == "vit" else 8  # the backbone's input grid
+        for name in ("global_size", "local_size"):  # refused here, not after the step-0 checkpoint
+            if getattr(self, name) % multiple:
+                raise InputError(
+                    f"{name} must be a positive multiple of {multiple} for preset {self.preset!r} "
+                    f"(its patch / stride), got {getattr(self, name)}"
+                )
         self.seed = check_int("seed", self.seed, low=0, high=2**32 - 1)  # seeds torch generators per step
         for name, (low, high, low_open) in _NUMBER_FIELDS.items():
             setattr(
@@ -165,8 +172,8 @@ def _numbers(name: str, value, count: int) -> tuple[float, ...]:
 
 
 # minimum of each integer field, and (low, high, low excluded) of each real one
-_INT_FIELDS = {"steps": 1, "batch_size": 1, "n_local": 1, "global_size": 1, "local_size": 1, "source_size": 1,
-               "probe_n": 1, "warmup": 0, "out_dim": 1, "hidden_dim": 1, "bottleneck_dim": 1,
+_INT_FIELDS = {"steps": 1, "batch_size": 1, "n_local": 1, "global_size": 1, "local_size": 1, "source_size": 8,
+               "probe_n": 3, "warmup": 0, "out_dim": 1, "hidden_dim": 1, "bottleneck_dim": 1,
                "freeze_last_layer": 0, "log_every": 1, "dense_tokens": 1}  # fmt: skip
 _NUMBER_FIELDS = {"lr": (0, None, True), "min_lr": (0, None, False), "weight_decay": (0, None, False),
                   "weight_decay_end": (0, None, False), "momentum": (0, 1, False),
@@ -665,7 +672,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             source = tuple(i % 2 for i in range(n_crops)) if config.views == "rerender" else None
             loss = dino_loss(s_out, t_out, center, n_crops, config.student_temp, config.teacher_temp, source)
         if not torch.isfinite(loss):
-            raise RuntimeError(f"non-finite loss at step {step}; lower --config lr")
+            # a user-correctable setting (learning rate, temperatures, NaN init weights): one error line
+            raise InputError(f"non-finite loss at step {step}; lower --config lr or raise the temperatures")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if step < config.freeze_last_layer and config.objective == "dino":
