@@ -444,3 +444,30 @@ def test_rerender_views_share_geometry_and_crop_each_rendering():
         assert torch.equal(view, (only_a if i % 2 == 0 else only_b)[i])
     with pytest.raises(InputError, match="views"):
         TrainConfig(preset="resnet-s", views="both")
+
+
+@pytest.mark.parametrize("change", ["student", "config", "step", "log"])
+def test_a_readable_state_with_wrong_contents_is_one_error(tmp_path, change):
+    train(TrainConfig(preset="micro-resnet", **MICRO), tmp_path, quiet=True, max_minutes=1e-9)
+    state = torch.load(tmp_path / "state.pt", weights_only=True)
+    if change == "log":
+        with open(tmp_path / "log.jsonl", "a") as handle:
+            handle.write("garbage{\n")
+    else:
+        state[change] = {"student": {}, "config": [1, 2], "step": "x"}[change]
+        torch.save(state, tmp_path / "state.pt")
+    with pytest.raises(InputError, match=r"state\.pt"):
+        train(TrainConfig(preset="micro-resnet", **MICRO), tmp_path, quiet=True)
+
+
+def test_config_file_bytes_and_preset_mismatch_are_refused(tmp_path):
+    from papershelf_vision.train import config_from_file
+
+    binary = tmp_path / "c.json"
+    binary.write_bytes(b"\xff\xfe\x00junk")
+    with pytest.raises(InputError, match="--config"):
+        config_from_file("micro-resnet", str(binary))
+    other = tmp_path / "d.json"
+    other.write_text('{"preset": "vit-tiny"}')
+    with pytest.raises(InputError, match="names preset 'vit-tiny'"):
+        config_from_file("micro-resnet", str(other))

@@ -599,6 +599,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     step, best, elapsed0 = 0, -1.0, 0.0
     if state_file.is_file():
         state = load_state(state_file)
+        if not isinstance(state["config"], dict):
+            raise InputError(f"{state_file} is not a training state of this package (its config is no dict)")
         saved = _normalised(state["config"])
         mine, defaults = asdict(config), {f.name: f.default for f in fields(TrainConfig)}
         diff = [k for k in mine if k not in ("steps", "log_every", "checkpoint_minutes")
@@ -607,12 +609,21 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
             raise InputError(
                 f"{out} holds a run with a different config ({', '.join(diff)}); use another --out"
             )
-        student.load_state_dict(state["student"])
-        teacher.load_state_dict(state["teacher"])
-        opt.load_state_dict(state["opt"])
-        center, step, best, elapsed0 = state["center"], state["step"], state["best"], state["elapsed_s"]
-        if log_file.is_file():  # drop log lines written after the checkpoint we resume from
-            lines = [ln for ln in log_file.read_text().splitlines() if ln and json.loads(ln)["step"] <= step]
+        try:  # a readable state.pt with the wrong contents: one error line naming it
+            student.load_state_dict(state["student"])
+            teacher.load_state_dict(state["teacher"])
+            opt.load_state_dict(state["opt"])
+            center, step, best, elapsed0 = state["center"], state["step"], state["best"], state["elapsed_s"]
+            step, best, elapsed0 = check_int("state step", step, low=0), float(best), float(elapsed0)
+            lines = None
+            if log_file.is_file():  # drop log lines written after the checkpoint we resume from
+                lines = [
+                    ln for ln in log_file.read_text().splitlines() if ln and json.loads(ln)["step"] <= step
+                ]
+        except (RuntimeError, TypeError, ValueError, KeyError, AttributeError, InputError) as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"{state_file} or its log.jsonl cannot be resumed from ({detail})") from None
+        if lines is not None:
             atomic_write_json_lines(log_file, lines)
     probe_x, probe_y = _probe_set(config, config.global_size)
 
@@ -810,7 +821,7 @@ def config_from_file(preset: str, path: str | None) -> TrainConfig:
     if path:
         try:
             overrides = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON and non-UTF-8 bytes alike
             raise InputError(f"--config: {exc}") from None
         if not isinstance(overrides, dict):
             raise InputError(
@@ -820,6 +831,8 @@ def config_from_file(preset: str, path: str | None) -> TrainConfig:
     unknown = sorted(set(overrides) - names)
     if unknown:
         raise InputError(f"--config: unknown field(s) {unknown}; known: {sorted(names)}")
+    if overrides.get("preset", preset) != preset:  # silently training another preset would mislead
+        raise InputError(f"--config names preset {overrides['preset']!r} but --preset is {preset!r}")
     overrides.pop("preset", None)
     return TrainConfig(preset=preset, **overrides)
 
