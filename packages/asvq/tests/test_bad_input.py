@@ -72,3 +72,17 @@ def test_misc_bad_inputs():
         train_autoencoder(bad, x, steps=2)
     with pytest.raises(InputError, match="features"):
         train_autoencoder(x, x[:, :3], steps=2)
+
+
+def test_nearest_code_refuses_bad_codes_and_norms():
+    import torch
+    from asvq.search import nearest_code
+
+    x, codes = torch.zeros(3, 4), torch.ones(5, 4)
+    for kwargs, match in (({"codes": torch.full((5, 4), float("nan"))}, "codes contain NaN"),
+                          ({"codes_sqnorm": torch.ones(4)}, "codes_sqnorm must be"),
+                          ({"codes_sqnorm": torch.full((5,), float("nan"))}, "codes_sqnorm contains"),
+                          ({"x": np.zeros((3, 4))}, "torch tensors")):  # fmt: skip
+        args = {"x": x, "codes": codes, **kwargs}
+        with pytest.raises(InputError, match=match):
+            nearest_code(args.pop("x"), args.pop("codes"), **args)

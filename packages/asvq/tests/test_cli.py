@@ -132,3 +132,23 @@ def test_outputs_are_checked_against_each_other_and_the_inputs_before_work(tmp_p
     err = _error(capsys, ["reproduce", "--quick", "--plot", str(tmp_path / "p.png"), "--out", str(tmp_path)])
     assert "is a directory" in err and not (tmp_path / "p.png").exists()
     assert "--steps" in _error(capsys, ["train", "--steps", "1"])
+
+
+def test_search_refuses_dtypes_and_shapes_it_cannot_score(tmp_path, capsys):
+    c = tmp_path / "c.npy"
+    np.save(c, np.ones((3, 2)))
+    for name, arr, word in (("ld.npy", np.ones((4, 2), dtype=np.longdouble), "dtype"),
+                            ("td.npy", np.ones((4, 2), dtype="timedelta64[s]"), "dtype"),
+                            ("zero.npy", np.ones((4, 0)), "empty")):  # fmt: skip
+        np.save(tmp_path / name, arr)
+        argv = [
+            "search",
+            "--vectors",
+            str(tmp_path / name),
+            "--codebook",
+            str(c),
+            "--out",
+            str(tmp_path / "i.npy"),
+        ]
+        assert word in _error(capsys, argv)
+    assert "--scale" in _error(capsys, ["train", "--quantizer", "vq", "--scale", "scalar", "--steps", "2"])

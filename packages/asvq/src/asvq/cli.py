@@ -31,12 +31,12 @@ def _log(args: argparse.Namespace):
 
 def _load_npy(path: str, what: str) -> np.ndarray:
     arr = read_npy(path, what)
-    if np.iscomplexobj(arr):
-        raise InputError(f"{what} is complex; real vectors are expected")
-    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.number):
-        raise InputError(f"{what} must be a 2-D numeric array (rows, features), got shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise InputError(f"{what} is empty: it must hold at least one row")
+    if arr.dtype.kind not in "iuf" or arr.dtype == np.longdouble:  # complex, strings, dates, float128
+        raise InputError(f"{what} must hold real numbers (int or float32/64), got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise InputError(f"{what} must be a 2-D array (rows, features), got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InputError(f"{what} is empty: it must hold at least one row of at least one feature")
     if not np.isfinite(arr).all():
         raise InputError(f"{what} contains NaN or infinite values")
     return arr
@@ -92,6 +92,8 @@ def _train(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {}
     if args.quantizer == "asvq":
         options["scale"] = args.scale
+    elif args.scale != "per_dim":  # a silently ignored flag would mislabel the run
+        raise InputError(f"--scale applies to the asvq quantizer only, not {args.quantizer}")
     if args.rotation_trick:
         if args.quantizer not in ("asvq", "vq", "vq-ema", "simvq"):
             raise InputError(f"--rotation-trick applies to asvq, vq, vq-ema and simvq, not {args.quantizer}")

@@ -37,6 +37,10 @@ def nearest_code(
     >>> nearest_code(torch.tensor([[0.9, 0.1], [-2.0, 0.0]]), codes).tolist()
     [0, 1]
     """
+    if not (isinstance(x, torch.Tensor) and isinstance(codes, torch.Tensor)):
+        raise InputError(
+            f"x and codes must be torch tensors, got {type(x).__name__} and {type(codes).__name__}"
+        )
     if x.ndim != 2 or codes.ndim != 2:
         raise InputError(f"x and codes must be 2-D, got shapes {tuple(x.shape)} and {tuple(codes.shape)}")
     if x.shape[1] != codes.shape[1]:
@@ -47,6 +51,13 @@ def nearest_code(
         raise InputError(f"x and codes must be floating point, got {x.dtype} and {codes.dtype}")
     if not bool(torch.isfinite(x).all()):  # one pass over x, small next to the N·K·d scores
         raise InputError("x contains NaN or infinite values")
+    if not bool(torch.isfinite(codes).all()):  # a NaN code would silently win or lose every argmin
+        raise InputError("codes contain NaN or infinite values")
+    if codes_sqnorm is not None:
+        if not isinstance(codes_sqnorm, torch.Tensor) or tuple(codes_sqnorm.shape) != (codes.shape[0],):
+            raise InputError(f"codes_sqnorm must be a ({codes.shape[0]},) tensor of the codes' squared norms")
+        if not bool(torch.isfinite(codes_sqnorm).all()):
+            raise InputError("codes_sqnorm contains NaN or infinite values")
     chunk_size = check_int("chunk_size", chunk_size, low=1)
     with torch.no_grad():
         codes = codes.detach().to(x.dtype)
