@@ -86,3 +86,25 @@ def test_nearest_code_refuses_bad_codes_and_norms():
         args = {"x": x, "codes": codes, **kwargs}
         with pytest.raises(InputError, match=match):
             nearest_code(args.pop("x"), args.pop("codes"), **args)
+
+
+def test_quantizer_options_are_checked_not_coerced():
+    import torch
+    from asvq.quantizers import FSQ
+    from asvq.registry import make_quantizer
+
+    for name, kwargs, match in (("asvq", {"offset": "no"}, "offset"),
+                                ("vq", {"rotation_trick": "no"}, "rotation_trick"),
+                                ("asvq", {"seed": -1}, "seed"), ("asvq", {"seed": 1.5}, "seed")):  # fmt: skip
+        with pytest.raises(InputError, match=match):
+            make_quantizer(name, 4, 16, **kwargs)
+    with pytest.raises(InputError, match="unknown quantizer"):
+        make_quantizer(["asvq"], 4, 16)
+    with pytest.raises(InputError, match="levels must be a sequence"):
+        FSQ(4, levels=5)
+    with pytest.raises(InputError, match="more than 2"):
+        FSQ(4, levels=[10**6] * 4)
+    fsq = FSQ(4, levels=[3, 3])
+    for bad in (torch.tensor([0.5]), [1], torch.tensor([9])):
+        with pytest.raises(InputError, match="indices"):
+            fsq.decode(bad)

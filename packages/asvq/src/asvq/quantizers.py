@@ -30,6 +30,32 @@ from asvq.search import DEFAULT_CHUNK, nearest_code
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 
+def _flag(name: str, value: object) -> bool:
+    """A boolean option; ``bool("no")`` would be True, so only real booleans pass."""
+    if not isinstance(value, bool):
+        raise InputError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _generator(seed: int | None) -> torch.Generator | None:
+    """A CPU generator for ``seed`` (an integer in [0, 2**63 − 1]; None: torch's global RNG)."""
+    return (
+        None
+        if seed is None
+        else torch.Generator().manual_seed(check_int("seed", seed, low=0, high=2**63 - 1))
+    )
+
+
+def _check_indices(indices: object, codebook_size: int) -> torch.Tensor:
+    if not isinstance(indices, torch.Tensor) or indices.dtype not in (torch.int64, torch.int32):
+        raise InputError(
+            f"indices must be an integer tensor, got {getattr(indices, 'dtype', type(indices).__name__)}"
+        )
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= codebook_size):
+        raise InputError(f"indices must lie in [0, {codebook_size - 1}]")
+    return indices.long()
+
+
 class QuantizeOutput(NamedTuple):
     """What every quantizer returns."""
 
@@ -115,8 +141,8 @@ class _CodebookQuantizer(nn.Module):
         self.dim = check_int("dim", dim, low=1)
         self.codebook_size = check_int("codebook_size", codebook_size, low=2)
         self.beta = check_number("beta", beta, low=0)
-        self.rotation_trick = bool(rotation_trick)
-        self.legacy = bool(legacy)
+        self.rotation_trick = _flag("rotation_trick", rotation_trick)
+        self.legacy = _flag("legacy", legacy)
         self.chunk_size = check_int("chunk_size", chunk_size, low=1)
 
     def codes(self) -> torch.Tensor:
@@ -147,11 +173,7 @@ class _CodebookQuantizer(nn.Module):
 
     def decode(self, indices: torch.Tensor) -> torch.Tensor:
         """Codes of ``indices`` (any shape), shape ``indices.shape + (dim,)``."""
-        if indices.dtype not in (torch.int64, torch.int32):
-            raise InputError(f"indices must be an integer tensor, got dtype {indices.dtype}")
-        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= self.codebook_size):
-            raise InputError(f"indices must lie in [0, {self.codebook_size - 1}]")
-        return self.codebook[indices.long()]
+        return self.codebook[_check_indices(indices, self.codebook_size)]
 
     def forward(self, z: torch.Tensor) -> QuantizeOutput:
         check_latents(z, self.dim)
@@ -224,10 +246,10 @@ class AdaptiveScaleVQ(_CodebookQuantizer):
         self.scale_mode = check_choice("scale", scale, SCALE_MODES)
         self.scale_init = check_choice("scale_init", scale_init, ("ones", "data"))
         self.init = check_choice("init", init, ("gaussian", "kmeans"))
-        self.offset = bool(offset)
+        self.offset = _flag("offset", offset)
         self.ema_decay = check_number("ema_decay", ema_decay, low=0, high=1, high_open=True)
         self.std_floor = check_number("std_floor", std_floor, low=0, low_open=True)
-        gen = None if seed is None else torch.Generator().manual_seed(int(seed))
+        gen = _generator(seed)
         self._gen = gen
         self.register_buffer("basis", gaussian_basis(self.codebook_size, self.dim, gen))
         self.register_buffer("initted", torch.tensor(self.init == "gaussian"))
@@ -322,7 +344,7 @@ class VectorQuantizer(_CodebookQuantizer):
             dim, codebook_size, beta=beta, rotation_trick=rotation_trick, legacy=legacy, chunk_size=chunk_size
         )
         self.init = check_choice("init", init, ("gaussian", "uniform", "kmeans"))
-        gen = None if seed is None else torch.Generator().manual_seed(int(seed))
+        gen = _generator(seed)
         self._gen = gen
         if self.init == "uniform":
             w = (torch.rand(self.codebook_size, self.dim, generator=gen) * 2 - 1) / self.codebook_size
@@ -367,7 +389,7 @@ class EMAVectorQuantizer(_CodebookQuantizer):
         super().__init__(dim, codebook_size, beta=beta, rotation_trick=rotation_trick, chunk_size=chunk_size)
         self.decay = check_number("decay", decay, low=0, high=1, high_open=True)
         self.eps = check_number("eps", eps, low=0, low_open=True)
-        gen = None if seed is None else torch.Generator().manual_seed(int(seed))
+        gen = _generator(seed)
         w = gaussian_basis(self.codebook_size, self.dim, gen)
         self.register_buffer("embedding", w.clone())
         self.register_buffer("cluster_size", torch.ones(self.codebook_size))
@@ -410,9 +432,9 @@ class SimVQ(_CodebookQuantizer):
         super().__init__(
             dim, codebook_size, beta=beta, rotation_trick=rotation_trick, legacy=legacy, chunk_size=chunk_size
         )
-        gen = None if seed is None else torch.Generator().manual_seed(int(seed))
+        gen = _generator(seed)
         self.register_buffer("basis", gaussian_basis(self.codebook_size, self.dim, gen))
-        self.proj = nn.Linear(self.dim, self.dim, bias=bool(bias))
+        self.proj = nn.Linear(self.dim, self.dim, bias=_flag("bias", bias))
         if gen is not None:  # deterministic init of the projection as well
             bound = 1.0 / math.sqrt(self.dim)
             with torch.no_grad():
@@ -469,9 +491,13 @@ class FSQ(nn.Module):
             if codebook_size is None:
                 raise InputError("FSQ needs codebook_size or levels")
             levels = fsq_levels(check_int("codebook_size", codebook_size, low=2))
+        if isinstance(levels, int | str) or not hasattr(levels, "__iter__"):
+            raise InputError(f"levels must be a sequence of integers >= 2, got {levels!r}")
         levels = tuple(check_int("levels", L, low=2) for L in levels)
         if not levels:
             raise InputError("levels must not be empty")
+        if math.prod(levels) > 2**31:  # indices are int64 digit sums; codebooks this large are not tables
+            raise InputError(f"levels give {math.prod(levels):,} codes, more than 2**31")
         self.levels = levels
         self.codebook_size = math.prod(levels)
         self.rotation_trick = False
@@ -482,7 +508,7 @@ class FSQ(nn.Module):
         self.project_in = nn.Linear(self.dim, n)
         self.project_out = nn.Linear(n, self.dim)
         if seed is not None:
-            gen = torch.Generator().manual_seed(int(seed))
+            gen = _generator(seed)
             with torch.no_grad():
                 for lin in (self.project_in, self.project_out):
                     bound = 1.0 / math.sqrt(lin.in_features)
@@ -526,8 +552,7 @@ class FSQ(nn.Module):
             return self.channels_to_indices(self.quantize_channels(self.project_in(z)))
 
     def decode(self, indices: torch.Tensor) -> torch.Tensor:
-        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= self.codebook_size):
-            raise InputError(f"indices must lie in [0, {self.codebook_size - 1}]")
+        indices = _check_indices(indices, self.codebook_size)
         with torch.no_grad():
             return self.project_out(self.indices_to_channels(indices))
 

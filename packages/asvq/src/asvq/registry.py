@@ -29,7 +29,7 @@ def make_quantizer(name: str, dim: int, codebook_size: int, **options: Any) -> n
     >>> make_quantizer("simvq", 16, 256, seed=0).num_quantizer_params()
     272
     """
-    if name not in QUANTIZERS:
+    if not isinstance(name, str) or name not in QUANTIZERS:
         raise InputError(f"unknown quantizer {name!r}; known quantizers: {', '.join(QUANTIZERS)}")
     try:
         return QUANTIZERS[name](dim, codebook_size, **options)
