@@ -22,7 +22,7 @@ import io
 
 import numpy as np
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 
 KINDS = ("gaussian_noise", "gaussian_blur", "contrast", "jpeg", "fog")
 SEVERITY_PARAMS = {
@@ -51,10 +51,12 @@ def corrupt(image: np.ndarray, kind: str, severity: int, seed: int = 0) -> np.nd
     if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 1 <= severity <= 5:
         raise InputError(f"severity must be an integer in 1..5, got {severity!r}")
     image = np.asarray(image)
-    if image.dtype != np.uint8 or image.ndim not in (2, 3) or min(image.shape[:2]) < 4:
+    if (image.dtype != np.uint8 or image.ndim not in (2, 3) or min(image.shape[:2]) < 4
+            or (image.ndim == 3 and image.shape[2] not in (1, 3))):  # fmt: skip
         raise InputError(
-            f"image must be uint8 (H, W) or (H, W, C) with H, W >= 4, got {image.dtype} {image.shape}"
+            f"image must be uint8 (H, W), (H, W, 1) or (H, W, 3), H, W >= 4; got {image.dtype} {image.shape}"
         )
+    seed = check_int("seed", seed, low=0)
     p = SEVERITY_PARAMS[kind][severity - 1]
     rng = np.random.default_rng(seed)
     x = image.astype(np.float32) / 255.0

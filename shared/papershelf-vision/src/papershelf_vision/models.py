@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from papershelf_vision.presets import PRESETS, BackboneConfig, get_preset  # noqa: F401 (re-exported)
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
@@ -50,6 +50,10 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
 def _check_input(x: torch.Tensor, multiple: int) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[1] != 3:
         raise InputError(f"input must be a float tensor (B, 3, H, W), got {getattr(x, 'shape', type(x))}")
+    if x.dtype != torch.float32:  # uint8 would be read on a 0-255 scale; use to_tensor
+        raise InputError(f"input must be float32 in [0, 1] (see to_tensor), got {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        raise InputError("input contains NaN or infinite values")
     h, w = x.shape[-2:]
     if h % multiple or w % multiple or h < multiple or w < multiple:
         raise InputError(
@@ -190,6 +194,7 @@ def build(config: BackboneConfig | str, seed: int | None = 0) -> nn.Module:
     if isinstance(config, str):
         config = get_preset(config)
     if seed is not None:
+        seed = check_int("seed", seed, low=0, high=2**63 - 1)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return _build(config)
@@ -247,6 +252,8 @@ def load(name: str | Path) -> nn.Module:
     weights are an error, never a silently random-initialised model."""
     from safetensors.torch import load_file
 
+    if not isinstance(name, str | Path):
+        raise InputError(f"load needs a checkpoint name or a folder path, got {type(name).__name__}")
     folder = Path(name)
     if not folder.is_dir():
         known = checkpoint_names()
