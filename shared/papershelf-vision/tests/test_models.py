@@ -98,3 +98,16 @@ def test_corrupt_or_mismatched_weights_are_errors(tmp_path):
         save_file({**weights, name: bad}, tmp_path / "c" / "model.safetensors")
         with pytest.raises(InputError, match=match):
             load(tmp_path / "c")
+
+
+def test_forward_build_and_load_refuse_malformed_arguments():
+    m = build("micro-resnet")
+    for x, match in ((torch.zeros(1, 3, 16, 16, dtype=torch.uint8), "float32"),
+                     (torch.full((1, 3, 16, 16), float("nan")), "NaN")):  # fmt: skip
+        with pytest.raises(InputError, match=match):
+            m.features(x)
+    for seed in (-1, 1.5):
+        with pytest.raises(InputError, match="seed"):
+            build("micro-resnet", seed=seed)
+    with pytest.raises(InputError, match="checkpoint name or a folder"):
+        load(123)
