@@ -182,3 +182,22 @@ def test_a_look_seed_rerenders_the_same_geometry_in_another_appearance(seed):
     assert not np.array_equal(v1, v2) and np.array_equal(v1, D.object_view(seed, "heart", 32, look_seed=1))
     with pytest.raises(InputError, match="seed"):
         D.scene(seed, 48, look_seed=-1)
+
+
+def test_generator_ranges_are_one_error_each():
+    from papershelf_vision import data as D
+
+    from papershelf.errors import InputError
+
+    for call, match in ((lambda: D.scene(0, 16, n_objects="ab"), "n_objects"),
+                        (lambda: D.scene(0, 16, n_objects=2.5), "n_objects"),
+                        (lambda: D.scene(0, 16, n_objects=(1, 2, 3)), "n_objects"),
+                        (lambda: D.scene(0, 16, classes=None), "classes"),
+                        (lambda: D.ir_scene(0, 32, snr=(1, float("inf"))), "snr"),
+                        (lambda: D.ir_scene(0, 32, snr="ab"), "snr"),
+                        (lambda: D.ir_scene(0, 32, n_targets=1.5), "n_targets"),
+                        (lambda: D.photo_patches(2, 16, scale=(2, 3)), "scale"),
+                        (lambda: D.photo_patches(2, 16, scale=(float("nan"),) * 2), "scale"),
+                        (lambda: D.sparse_scene(0, 64, object_size=(2, 3)), "object_size")):  # fmt: skip
+        with pytest.raises(InputError, match=match):
+            call()

@@ -57,6 +57,32 @@ def _check_size(name: str, size, low: int, high: int) -> int:
     return int(size)
 
 
+def _int_range(name: str, value, low: int, high: int) -> tuple[int, int]:
+    """A count or an inclusive integer ``(low, high)`` within [low, high]; anything else one error line."""
+    pair = (value, value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
+    try:
+        lo, hi = pair
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{name} must be a count or (low, high) within [{low}, {high}], got {value!r}"
+        ) from None
+    ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (lo, hi))
+    if not ok or not low <= lo <= hi <= high:
+        raise InputError(f"{name} must be a count or (low, high) within [{low}, {high}], got {value!r}")
+    return int(lo), int(hi)
+
+
+def _real_range(name: str, value, low: float, high: float) -> tuple[float, float]:
+    """A finite ``(low, high)`` pair of reals with ``low_bound < low <= high <= high_bound``."""
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be (low, high) numbers, got {value!r}") from None
+    if isinstance(value, (str, bytes)) or not (low < lo <= hi <= high) or not np.isfinite([lo, hi]).all():
+        raise InputError(f"{name} must be (low, high) with {low} < low <= high <= {high}, got {value!r}")
+    return lo, hi
+
+
 def class_id(name: str) -> int:
     """Semantic id (1-based) of a class name."""
     if name not in CLASSES:
@@ -331,6 +357,8 @@ def _render(rng: np.random.Generator, size: int, classes, n_objects: int, centre
 
 
 def _check_classes(classes) -> tuple[str, ...]:
+    if isinstance(classes, str) or not hasattr(classes, "__iter__"):  # "cat" would become c, a, t
+        raise InputError(f"classes must be a sequence of class names, got {classes!r}")
     classes = tuple(classes)
     if not classes:
         raise InputError("classes must name at least one class")
@@ -348,9 +376,7 @@ def scene(seed: int, size: int = 64, *, n_objects: int | tuple[int, int] = (2, 6
     rng = np.random.default_rng(_check_seed(seed))
     look = None if look_seed is None else np.random.default_rng(_check_seed(look_seed))
     size = _check_size("size", size, 8, 1024)
-    lo, hi = (n_objects, n_objects) if isinstance(n_objects, (int, np.integer)) else n_objects
-    if not 0 <= lo <= hi <= 64:
-        raise InputError(f"n_objects must be a count or (low, high) within [0, 64], got {n_objects!r}")
+    lo, hi = _int_range("n_objects", n_objects, 0, 64)
     n = int(rng.integers(lo, hi + 1))
     return _render(rng, size, _check_classes(classes), n, centred=False, look=look)
 
@@ -416,6 +442,7 @@ def photo_patches(n: int, size: int = 32, seed: int = 0, *, scale: tuple[float, 
     rng = np.random.default_rng(_check_seed(seed))
     n = _check_size("n", n, 1, 10**6)
     size = _check_size("size", size, 8, 427)
+    scale = _real_range("scale", scale, 0.0, 1.0)  # a fraction of the photo's height
     out = np.empty((n, size, size, 3), np.uint8)
     for i in range(n):
         photo = _photos()[rng.integers(2)]
@@ -456,11 +483,8 @@ def ir_scene(seed: int, size: int = 128, *, n_targets: int | tuple[int, int] = (
     1/f background with cloud-like gradients and bright structured clutter (edges, blobs)."""
     rng = np.random.default_rng(_check_seed(seed))
     size = _check_size("size", size, 16, 2048)
-    lo, hi = (n_targets, n_targets) if isinstance(n_targets, (int, np.integer)) else n_targets
-    if not 0 <= lo <= hi <= 256:
-        raise InputError(f"n_targets must be a count or (low, high) within [0, 256], got {n_targets!r}")
-    if not 0 < snr[0] <= snr[1]:
-        raise InputError(f"snr must be (low, high) with 0 < low <= high, got {snr!r}")
+    lo, hi = _int_range("n_targets", n_targets, 0, 256)
+    snr = _real_range("snr", snr, 0.0, 1e6)
     h = w = size
     clutter = _pink_noise(rng, h, w) * 0.6 + _smooth_noise(rng, h, w, 3, 1)[..., 0] * 2.0
     for _ in range(int(rng.integers(1, 4))):  # bright structures: horizon-like edges and large blobs
@@ -519,11 +543,7 @@ def sparse_scene(seed: int, size: int = 2048, *, n_objects: int = 12,
     rng = np.random.default_rng(_check_seed(seed))
     size = _check_size("size", size, 64, MAX_SPARSE_SIZE)
     n_objects = _check_size("n_objects", n_objects, 0, 4096)
-    lo, hi = object_size
-    if not 4 <= lo <= hi <= size // 2:
-        raise InputError(
-            f"object_size must be (low, high) with 4 <= low <= high <= size/2, got {object_size!r}"
-        )
+    lo, hi = _int_range("object_size", object_size, 4, size // 2)
     classes = _check_classes(classes)
     base = (texture(rng, 64, 64) * 0.5 + 0.25).astype(np.float32)
     image = np.round(_resize(base, size, size) * 255).clip(0, 255).astype(np.uint8)
