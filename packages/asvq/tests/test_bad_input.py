@@ -108,3 +108,23 @@ def test_quantizer_options_are_checked_not_coerced():
     for bad in (torch.tensor([0.5]), [1], torch.tensor([9])):
         with pytest.raises(InputError, match="indices"):
             fsq.decode(bad)
+
+
+def test_autoencoder_training_inputs_are_checked():
+    import torch
+    from asvq.models import mlp_autoencoder
+    from asvq.registry import make_quantizer
+
+    x = np.zeros((10, 4), dtype=np.float32)
+    for kwargs, match in (({"train": x.astype(complex)}, "real numbers"), ({"train": x.astype(str)}, "real"),
+                          ({"seed": 1.5}, "seed"), ({"quantizer_options": {"seed": 1}}, "seed")):  # fmt: skip
+        args = {"train": x, "test": x, "steps": 2, **kwargs}
+        with pytest.raises(InputError, match=match):
+            train_autoencoder(args.pop("train"), args.pop("test"), **args)
+    q = make_quantizer("vq", 16, 8, seed=0)
+    with pytest.raises(InputError, match="hidden"):
+        mlp_autoencoder(4, q, hidden=0)
+    ae = mlp_autoencoder(4, q)
+    for bad in (torch.zeros(3, 9), torch.zeros(3, 4, dtype=torch.long)):
+        with pytest.raises(InputError, match="x must"):
+            ae(bad)

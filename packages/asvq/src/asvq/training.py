@@ -43,6 +43,8 @@ def train_autoencoder(
     for name, arr in (("train", train), ("test", test)):
         if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.shape[0] < 1:
             raise InputError(f"{name} must be a non-empty 2-D array (samples, features)")
+        if arr.dtype.kind not in "iuf":  # complex would lose its imaginary part, strings cannot be checked
+            raise InputError(f"{name} must hold real numbers, got dtype {arr.dtype}")
         if not np.isfinite(arr).all():
             raise InputError(f"{name} contains NaN or infinite values")
     if train.shape[1] != test.shape[1]:
@@ -51,8 +53,12 @@ def train_autoencoder(
     batch_size = check_int("batch_size", batch_size, low=1)
     eval_every = check_int("eval_every", eval_every, low=1)
     lr = check_number("lr", lr, low=0, low_open=True)
+    seed = check_int("seed", seed, low=0, high=2**63 - 1)
+    options = dict(quantizer_options or {})
+    if "seed" in options:  # the run's seed seeds the quantizer too
+        raise InputError("quantizer_options must not hold 'seed'; pass seed= to train_autoencoder")
     torch.manual_seed(seed)
-    q = make_quantizer(quantizer, dim, codebook_size, seed=seed, **(quantizer_options or {}))
+    q = make_quantizer(quantizer, dim, codebook_size, seed=seed, **options)
     model = mlp_autoencoder(train.shape[1], q, tokens=tokens, dim=dim, hidden=hidden)
     K = q.codebook_size
     qlr = lr if quantizer_lr is None else check_number("quantizer_lr", quantizer_lr, low=0, low_open=True)
