@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -561,10 +562,8 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     """Train (or resume) into the run folder ``out``; returns a summary dict."""
     from papershelf.repro import atomic_path, atomic_write_json
 
-    if threads is not None:
-        if threads < 1:
-            raise InputError(f"threads must be at least 1, got {threads}")
-        torch.set_num_threads(threads)
+    if threads is not None:  # far more threads than CPUs crashes torch's thread pool
+        torch.set_num_threads(check_int("threads", threads, low=1, high=os.cpu_count() or 1))
     out = Path(out)
     state_file, log_file = out / "state.pt", out / "log.jsonl"
     torch.manual_seed(config.seed)
