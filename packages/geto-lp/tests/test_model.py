@@ -25,7 +25,7 @@ from geto_lp.reference import (
     geto_model_loops,
     quantile_barycenter_1d,
 )
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 # (grid shape, M, spacing, p): 1-D, 2-D, 3-D, anisotropic spacing, p = 1 and p = 3.
@@ -94,12 +94,15 @@ def test_objective_equals_the_full_lp(shape, m, spacing, p, sparse):
     seed=st.integers(0, 10_000),
     p=st.sampled_from([1.0, 2.0, 2.5]),
 )
+@example(shape=(4, 3), m=1, seed=888, p=1.0)  # an exact 0 that HiGHS returns as -1.2e-10
 def test_property_objective_equals_full_lp(shape, m, seed, p):
     A = random_hists(shape, m, seed, sparse=seed % 2 == 0)
     w = random_weights(m, seed)
     geto = solve_barycenter(A, shape, w, p=p)
     full = full_lp_barycenter(A, shape, w, p=p)
-    assert geto.objective == pytest.approx(full.objective, rel=1e-8, abs=1e-11)
+    # abs: HiGHS stops at its primal/dual feasibility tolerance (1e-7), so an optimum of exactly 0 can
+    # come back as about -1e-10; 1e-11 made this random property test fail now and then in CI
+    assert geto.objective == pytest.approx(full.objective, rel=1e-8, abs=1e-9)
 
 
 def test_highs_unknown_status_is_retried_and_matches_the_full_lp():
