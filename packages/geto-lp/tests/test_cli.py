@@ -73,10 +73,10 @@ def test_bad_inputs_exit_2_without_writing(tmp_path, inputs, capsys):
     zero = tmp_path / "zero.npy"
     np.save(zero, np.zeros((6, 5)))
     assert "zero total mass" in _error(capsys, [*base, paths[0], str(zero)])
-    assert "does not exist" in _error(capsys, [*base, paths[0], str(tmp_path / "missing.npy")])
+    assert "no such file" in _error(capsys, [*base, paths[0], str(tmp_path / "missing.npy")])
     junk = tmp_path / "junk.npy"
     junk.write_text("not numpy")
-    assert "not a readable" in _error(capsys, [*base, paths[0], str(junk)])
+    assert "no NumPy header" in _error(capsys, [*base, paths[0], str(junk)])
     assert "one entry per histogram" in _error(capsys, [*base, *paths, "--weights", "1", "1"])
     assert ">= 0" in _error(capsys, [*base, *paths, "--weights", "1", "-1", "1"])
     assert "GiB" in _error(capsys, [*base, *paths, "--max-memory-gb", "0.001"])

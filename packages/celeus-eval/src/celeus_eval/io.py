@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from papershelf.cli import read_npy
 from papershelf.errors import InputError
 
 
@@ -113,13 +114,7 @@ def read_labels_csv(
 
 def read_vector(path: str | Path, what: str) -> np.ndarray:
     """A 1-D float array from a .npy file (no pickles)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{what} file {str(path)!r} does not exist")
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{what} file {str(path)!r} is not a valid .npy array: {exc}") from None
+    arr = read_npy(str(path), what)  # missing, corrupt, pickled or .npz: one error line
     if arr.ndim != 1:
         raise InputError(f"{what} file {str(path)!r} must hold a 1-D array, got shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from papershelf.cli import read_npy
 from papershelf.errors import InputError, MissingDependencyError
 from papershelf.repro import atomic_path
 
@@ -17,17 +18,9 @@ __all__ = ["read_array", "read_image", "write_image", "write_npy", "write_sparse
 
 def read_array(path: str | os.PathLike[str], what: str = "input") -> np.ndarray:
     """A numeric array from a .npy file, with one-line errors for missing or unreadable files."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} file {str(p)!r} does not exist")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{what} file {str(p)!r} is not a readable .npy array ({exc})") from None
-    if not isinstance(arr, np.ndarray) or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
-    ):
-        raise InputError(f"{what} file {str(p)!r} must hold a numeric array")
+    arr = read_npy(str(path), what)  # missing, corrupt, pickled or .npz: one error line
+    if not (np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)):
+        raise InputError(f"{what} file {str(path)!r} must hold a numeric array")
     return arr
 
 

@@ -65,7 +65,11 @@ def read_npy(path: str, flag: str) -> Any:
         arr = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         detail = " ".join(str(exc).split())[:100] or "empty file"
-        if "pickle" in detail:  # object arrays: never unpickled from a user's file
+        with open(p, "rb") as handle:
+            header = handle.read(6)
+        if header != b"\x93NUMPY":  # numpy tries any other file as a pickle, and says so
+            detail = "no NumPy header: not a file written by np.save" if header else "empty file"
+        elif "pickle" in detail:  # an object array: never unpickled from a user's file
             detail = "it holds pickled Python objects, which are not loaded"
         raise InputError(f"{flag}: cannot read {str(path)!r} as .npy ({detail})") from None
     if not isinstance(arr, np.ndarray):  # an .npz archive holds several arrays
