@@ -16,7 +16,7 @@ from entropy_unmask.data import FAMILIES, Joint, joint_from_table, make_family
 from papershelf.bench import format_table, write_records
 from papershelf.cli import App, arg, read_npy
 from papershelf.errors import InputError
-from papershelf.repro import atomic_path, atomic_write_json, check_output_path, run_manifest
+from papershelf.repro import atomic_path, atomic_write_json, check_output_path, check_outputs, run_manifest
 
 app = App(
     "entropy-unmask",
@@ -137,11 +137,7 @@ def _sweep(args: argparse.Namespace) -> None:
 def _sample(args: argparse.Namespace) -> None:
     from entropy_unmask.sampling import sample
 
-    outputs = [(p, flag) for p, flag in ((args.out, "--out"), (args.iters_out, "--iters-out")) if p]
-    for path, flag in outputs:
-        check_output_path(path, flag)
-    if len(outputs) == 2 and Path(args.out).resolve() == Path(args.iters_out).resolve():
-        raise InputError("--out and --iters-out name the same file; give two different files")
+    check_outputs({"--out": args.out, "--iters-out": args.iters_out}, {"--joint": args.joint})
     joint = _target(args)
     sched = make_schedule(args.schedule, args.value, **_schedule_kwargs(args))
     x, it = sample(joint.oracle(), sched, joint.L, args.n, np.random.default_rng(args.seed))
