@@ -219,3 +219,97 @@ def test_lazy_suffixes_and_grouped_repeats_keep_their_language():
         want = re.compile(pattern)
         for word in ("", "a", "aa", "ab", "aab", "b"):
             assert dfa.accepts(word) == bool(want.fullmatch(word)), (pattern, word)
+
+
+# ------------------------------------------------------------------------------- large alphabets, fast lift
+def test_character_classes_keep_the_language_over_a_large_alphabet():
+    # 26 letters + digits + punctuation: the DFA is built over ~5 character classes, then expanded
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789.,;"
+    pattern = r"[a-m]+x?|[n-z]\d{1,2}|[^a-z0-9]*"
+    dfa = compile_regex(pattern, alphabet)
+    assert dfa.delta.shape[1] == len(alphabet)
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        s = "".join(rng.choice(list(alphabet), size=int(rng.integers(0, 5))))
+        assert dfa.accepts(s) == (re.fullmatch(pattern, s) is not None), s
+
+
+@pytest.mark.parametrize("pattern", [r"\d+", r"\w+\s?", r"[^\W\d]+", r"\S\D", "[ -é]+"])
+def test_unicode_classes_follow_python_re(pattern):
+    alphabet = "a1_é٢\u00a0 \t.Ωx"  # an Arabic-Indic digit, a no-break space, a Greek letter
+    dfa = compile_regex(pattern, alphabet)
+    for k in range(4):
+        for chars in itertools.product(alphabet, repeat=k):
+            s = "".join(chars)
+            assert dfa.accepts(s) == (re.fullmatch(pattern, s) is not None), (pattern, s)
+
+
+def test_vectorised_lift_equals_walking_each_token_from_each_state():
+    from dlm_constrain.automaton import _walk_tokens
+
+    cdfa = compile_regex(r"(ab|b1)*\{?é", "ab1{é")
+    rng = np.random.default_rng(1)
+    chars = [*"ab1{é", "z", "😀"]  # z and the emoji are outside the alphabet
+    texts = ["".join(rng.choice(chars, size=int(rng.integers(1, 7)))) for _ in range(300)]
+    out = _walk_tokens(cdfa, texts, dead=-1, budget=64)  # a tiny budget: many chunks
+    for j, text in enumerate(texts):
+        for q in range(cdfa.num_states):
+            r = cdfa.run(text, q)
+            assert out[q, j] == (-1 if r == cdfa.dead else r), (text, q)
+
+
+def test_token_classes_group_exactly_the_equal_columns():
+    from dlm_constrain.automaton import _token_classes
+
+    rng = np.random.default_rng(2)
+    T = rng.integers(0, 3, size=(4, 40))
+    T[:, 20:] = T[:, :20]  # every column appears at least twice
+    for mult in (None, np.zeros(4, dtype=np.uint64)):  # all-zero multipliers force the exact fallback
+        cls, reps = _token_classes(T, mult=mult)
+        same = (T[:, :, None] == T[:, None, :]).all(0)
+        np.testing.assert_array_equal(same, cls[:, None] == cls[None, :])
+        np.testing.assert_array_equal(T[:, reps[cls]], T)
+        assert list(reps) == sorted(reps) and reps[0] == 0  # classes numbered by their first token
+
+
+def _assert_same_token_language(dfa, index, eos_id):
+    """Product walk of our automaton and outlines-core's index: equal allowed tokens and acceptance."""
+    trans = {s: dict(t) for s, t in index.get_transitions().items()}
+    final = set(index.get_final_states())
+    seen = {(dfa.start, index.get_initial_state())}
+    stack = list(seen)
+    while stack:
+        q, s = stack.pop()
+        ours = {int(v): int(dfa.table[q, v]) for v in np.nonzero(dfa.table[q] != dfa.dead)[0] if v != eos_id}
+        theirs = {v: r for v, r in trans.get(s, {}).items() if v != eos_id}
+        assert set(ours) == set(theirs), (q, s, sorted(set(ours) ^ set(theirs))[:5])
+        assert bool(dfa.accept[q]) == (s in final), (q, s)
+        for v in ours:
+            if (ours[v], theirs[v]) not in seen:
+                seen.add((ours[v], theirs[v]))
+                stack.append((ours[v], theirs[v]))
+    return {q for q, _ in seen}
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"[a-z]{1,8}", r"(ab|cd)+\}[0-9]?", r'\{"id":[0-9]+(,"k":"[^"]{0,4}")?\}', r"[^:]*:[ab]{2}"],
+)
+def test_token_automaton_matches_outlines_core(pattern):
+    # patterns whose accepting prefixes continue only into accepting states: outlines-core (0.2.11 to
+    # 0.2.14) drops a token that leaves an accepting state for a non-accepting one (its index for
+    # "(ab)+" over one-character tokens rejects "abab"; `dlm-constrain bench` records such witnesses)
+    oc = pytest.importorskip("outlines_core")
+    from dlm_constrain.experiments import BENCH_SCHEMA, bench_vocab
+
+    vocab = bench_vocab(512, seed=0)
+    eos = len(vocab) - 1
+    for regex in (pattern, schema_to_regex(BENCH_SCHEMA)):
+        dfa = TokenDFA.from_regex(regex, vocab, eos_id=eos)
+        ids: dict[str, list[int]] = {}
+        for i, t in enumerate(vocab[:eos]):
+            ids.setdefault(t, []).append(i)
+        index = oc.Index(regex, oc.Vocabulary(eos, ids))
+        visited = _assert_same_token_language(dfa, index, eos)
+        ended = {int(dfa.table[q, eos]) for q in np.nonzero(dfa.accept)[0]}  # reached by EOS only
+        assert visited | ended == set(range(dfa.dead))  # every live state was compared

@@ -124,7 +124,8 @@ def test_compact_transfer_equals_the_dense_scatter(dfa):
     ref = torch.zeros(50, dfa.dead, dfa.dead + 1, dtype=torch.float64)
     ref.scatter_add_(2, T[None].expand(50, -1, -1), p[:, None, :].expand(-1, dfa.dead, -1))
     torch.testing.assert_close(M, ref[:, :, : dfa.dead], rtol=0, atol=1e-15)
-    assert plan.B.sum() == (dfa.table[: dfa.dead] != dfa.dead).sum()
+    live = dfa.table[: dfa.dead] != dfa.dead
+    assert (plan.Bc[plan.cls].sum() == live.sum()) and plan.C == len(np.unique(dfa.table.T, axis=0))
 
 
 def test_decode_step_commits_completable_tokens(dfa):

@@ -75,21 +75,9 @@ class TokenDFA:
         Q = Qc + (1 if has_eos else 0) + 1
         dead = Q - 1
         table = np.full((Q, V), dead, dtype=np.int64)
-        # walk every token string from every character state, sharing prefixes through a trie
-        for v, text in enumerate(vocab):
-            if v == eos_id or v in special or text == "":
-                continue
-            states = np.arange(Qc)
-            ok = True
-            for ch in text:
-                a = cdfa.index(ch)
-                if a < 0:
-                    ok = False
-                    break
-                states = cdfa.delta[states, a]
-            if ok:
-                col = np.where(states == cdfa.dead, dead, states)
-                table[:Qc, v] = col
+        ids = [v for v, text in enumerate(vocab) if v != eos_id and v not in special and text != ""]
+        if ids:
+            table[:Qc, ids] = _walk_tokens(cdfa, [vocab[v] for v in ids], dead)
         accept = np.zeros(Q, dtype=bool)
         accept[:Qc] = cdfa.accept
         if has_eos:
@@ -112,7 +100,8 @@ class TokenDFA:
     ) -> TokenDFA:
         """Token automaton of the strings fully matching ``pattern`` (see :mod:`dlm_constrain.regex`)."""
         vocab = _check_vocab(vocab)
-        alphabet = {ch for i, t in enumerate(vocab) if i != eos_id and i not in special_ids for ch in t}
+        skip = set(special_ids) | {eos_id}
+        alphabet = set().union(*(t for i, t in enumerate(vocab) if i not in skip))
         cdfa = compile_regex(pattern, alphabet)
         return cls.from_char_dfa(cdfa, vocab, eos_id, special_ids=special_ids, name=f"regex {pattern!r}")
 
@@ -145,10 +134,13 @@ class TokenDFA:
         """Keep only states reachable from the start that can still reach acceptance (plus the sink)."""
         table, accept = self.table, self.accept
         Q = table.shape[0]
+        # reachability only needs one token per class of equal columns (~100 for a 128K vocabulary)
+        _, reps = _token_classes(table)
+        moves = table[:, reps]
         live = accept.copy()
         live[self.dead] = False
         while True:
-            grow = live | live[table].any(axis=1)
+            grow = live | live[moves].any(axis=1)
             grow[self.dead] = False
             if (grow == live).all():
                 break
@@ -157,7 +149,7 @@ class TokenDFA:
         reach[self.start] = True
         while True:
             grow = reach.copy()
-            grow[table[reach].reshape(-1)] = True
+            grow[moves[reach].reshape(-1)] = True
             if (grow == reach).all():
                 break
             reach = grow
@@ -216,6 +208,76 @@ class TokenDFA:
         """Raise :class:`InputError` when no string of exactly ``n`` tokens is accepted."""
         if not self.completable(n)[n, self.start]:
             raise InputError(f"{self.name} accepts no sequence of length {n} (partition function is 0)")
+
+
+def _token_classes(T: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(cls [V], reps [C])``: tokens with equal columns of ``T`` share a class, numbered by first token.
+
+    Columns are grouped by a 64-bit random hash and the grouping is then checked exactly; a collision
+    (never seen; odds ~V^2 / 2^64) falls back to sorting the columns themselves.  ``mult``: the hash's
+    multipliers (tests pass degenerate ones to exercise the fallback).
+    """
+    Qe, V = T.shape
+    if Qe == 0:
+        return np.zeros(V, dtype=np.int64), np.zeros(min(V, 1), dtype=np.int64)
+    if mult is None:
+        mult = np.random.default_rng(0).integers(1, 2**63, size=Qe, dtype=np.uint64) | np.uint64(1)
+    h = mult @ T.astype(np.uint64)  # wraps modulo 2^64 on purpose
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    reps = first
+    if not (T == T[:, reps[inverse]]).all():
+        _, first, inverse = np.unique(T.T, axis=0, return_index=True, return_inverse=True)
+        reps = first
+    # renumber classes by their smallest token id, so class order follows token order
+    order = np.argsort(reps, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)].astype(np.int64), reps[order].astype(np.int64)
+
+
+def _walk_tokens(cdfa: CharDFA, texts: list[str], dead: int, budget: int = 1 << 22) -> np.ndarray:
+    """``[Qc, len(texts)]``: the state after reading each whole text from every character state.
+
+    Vectorised over states and tokens: texts sorted by length, in chunks of about ``budget`` (token,
+    state) cells, one gather per character position; shorter texts are padded with a "stay" column
+    and characters outside the alphabet map to a column into the character DFA's dead state, which is
+    then renamed ``dead``.
+    """
+    Qc, A = cdfa.delta.shape
+    stay, unknown = A, A + 1
+    kind = np.int32 if Qc * (A + 2) < 2**31 else np.int64
+    delta = np.empty((Qc, A + 2), dtype=kind)
+    delta[:, :A] = cdfa.delta
+    delta[:, stay] = np.arange(Qc)
+    delta[:, unknown] = cdfa.dead
+    flat_delta = delta.reshape(-1)
+    # every text's characters as DFA columns, in one flat array (code points -> columns by lookup)
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    known = np.frombuffer(cdfa.alphabet.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    where = np.searchsorted(known, points) if len(known) else np.zeros(len(points), dtype=np.int64)
+    hit = where < len(known)
+    hit[hit] = known[where[hit]] == points[hit]
+    flat = np.where(hit, where, unknown)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    order = np.argsort(lengths, kind="stable")
+    out = np.empty((Qc, len(texts)), dtype=np.int64)
+    step = max(1, budget // Qc)
+    for lo in range(0, len(order), step):
+        part = order[lo : lo + step]
+        width = int(lengths[part[-1]])
+        offset = np.arange(width)
+        inside = offset[None, :] < lengths[part][:, None]
+        at = np.where(inside, starts[part][:, None] + offset[None, :], 0)
+        chars = np.where(inside, flat[at] if len(flat) else stay, stay)
+        # row-major flat index state * (A + 2) + column: a 1-D take is several times faster than a
+        # 2-D fancy index
+        chars = chars.astype(kind)
+        states = np.broadcast_to(np.arange(Qc, dtype=kind), (len(part), Qc))
+        for j in range(width):
+            states = np.take(flat_delta, states * kind(A + 2) + chars[:, j : j + 1])
+        out[:, part] = np.where(states == cdfa.dead, dead, states).T
+    return out
 
 
 def _check_vocab(vocab: Sequence[str]) -> list[str]:

@@ -8,7 +8,9 @@ positions one-hot).  The constrained posterior is
 The automaton's state is a hidden Markov chain, so with transfer matrices
 ``M_i[q, s] = sum_{v : T[q, v] = s} p_i(v)`` everything follows from chain message passing.  Real token
 automata connect few state pairs (the bench's JSON automaton: 97 of 56^2), so the matrices of all
-positions are built at once on that pair list, ``probs @ B`` with a precomputed 0/1 ``B [V, P]``:
+positions are built at once on that pair list: tokens that move every state alike form a class, the
+vocabulary is summed into classes once (``index_add``, ``n x V``), and a 0/1 ``Bc [C, P]`` maps classes
+to pairs (a JSON schema over a 128K-token vocabulary: ~140 classes, ~280 pairs):
 
 * ``Z = e_start^T M_1 ... M_n 1_F``; backward messages ``b_n = 1_F``, ``b_{i-1} = M_i b_i``;
 * sampling (sequential): state ``s_i ~ M_i[s_{i-1}, :] * b_i``, then token
@@ -38,7 +40,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from dlm_constrain.automaton import TokenDFA
+from dlm_constrain.automaton import TokenDFA, _token_classes
 from papershelf.errors import InputError
 
 Method = Literal["sequential", "scan", "bisect"]
@@ -109,42 +111,56 @@ def check_probs(probs, dfa: TokenDFA, *, name: str = "probs", normalize: bool = 
 class _Plan:
     """Everything about an automaton's table that the hot path needs, precomputed once (cached on it).
 
-    Live edges ``(q, v) -> s`` (``T[q, v] = s != dead``), sorted by ``(q, s, v)``, and the distinct state
-    pairs ``(q, s)`` they connect (row-major, ``P`` of them; ``P << Q^2`` for real automata).  ``B[v, k]``
-    is 1 when token ``v`` moves pair ``k``'s source to its target, so the compact transfer matrices of all
-    positions are one dense product ``probs @ B`` (``[n, P]``).  ``toks[k]`` lists pair ``k``'s tokens
-    (padded with the sentinel id ``V``).  Product trees (sparsity patterns of segment products, one per
-    tree size) are cached here too; none of this depends on the start state or the accepting set.
+    Token classes: tokens whose column ``T[:, v]`` is the same (``cls[v]``; ``C`` classes, ~100 for a JSON
+    schema over a 128K vocabulary).  Live class edges ``(q, c) -> s``, sorted by ``(q, s, c)``, and the
+    distinct state pairs ``(q, s)`` they connect (row-major, ``P`` of them; ``P << Q^2`` for real
+    automata).  ``Bc[c, k]`` is 1 when class ``c`` moves pair ``k``'s source to its target, so the compact
+    transfer matrices of all positions are the class sums of ``probs`` times ``Bc`` (``[n, P]``): the
+    sparse scatter over the vocabulary is one ``index_add`` of ``n x V`` entries.  ``pair_cls[k]`` lists
+    pair ``k``'s classes, ``members``/``mstart`` each class's tokens.  Product trees (sparsity patterns of
+    segment products, one per tree size) are cached here too; none of this depends on the start state or
+    the accepting set.
     """
 
     def __init__(self, dfa: TokenDFA) -> None:
         Qe, V = dfa.dead, dfa.vocab_size
         T = dfa.table[:Qe]
-        q, v = np.nonzero(T != dfa.dead)
-        s = T[q, v]
-        order = np.lexsort((v, s, q))
-        q, v, s = q[order], v[order], s[order]
+        # tokens with the same column of T (the same move from every state) form a class; real
+        # vocabularies have ~100 classes per automaton, so everything below works on classes, and a
+        # position's vocabulary is touched once, by the class sums (one pass over probs)
+        cls, reps = _token_classes(T)
+        C = len(reps)
+        Tc = T[:, reps]
+        q, c = np.nonzero(Tc != dfa.dead)
+        s = Tc[q, c]
+        order = np.lexsort((c, s, q))
+        q, c, s = q[order], c[order], s[order]
         flat, edge_pair = np.unique(q * Qe + s, return_inverse=True)
+        edge_pair = edge_pair.reshape(-1)
         P = len(flat)
-        self.Qe, self.V, self.P = Qe, V, P
+        self.Qe, self.V, self.P, self.C = Qe, V, P, C
         self.pair_q = torch.from_numpy(flat // Qe)
         self.pair_s = torch.from_numpy(flat % Qe)
         self.pair_flat = torch.from_numpy(flat)
-        B = torch.zeros(V, P, dtype=torch.float64)
-        B[torch.from_numpy(v), torch.from_numpy(edge_pair)] = 1.0
-        self.B = B
-        self.edge_v = torch.from_numpy(v)
+        self.cls = torch.from_numpy(cls)
+        # Bc[c, k] = 1: class c moves pair k's source to its target
+        Bc = torch.zeros(C, P, dtype=torch.float64)
+        Bc[torch.from_numpy(c), torch.from_numpy(edge_pair)] = 1.0
+        self.Bc = Bc
+        self.edge_c = torch.from_numpy(c)  # the class-level edges (q, c) -> s and their pair
         self.edge_q = torch.from_numpy(q)
         self.edge_s = torch.from_numpy(s)
-        self.edge_pair = torch.from_numpy(edge_pair.reshape(-1))
-        counts = np.bincount(edge_pair.reshape(-1), minlength=P)
+        self.edge_pair = torch.from_numpy(edge_pair)
+        # the classes of each pair, padded with the sentinel class C (row P: "no such pair")
+        counts = np.bincount(edge_pair, minlength=P)
         Lmax = max(1, int(counts.max()) if P else 1)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        toks = np.full((P + 1, Lmax), V, dtype=np.int64)  # row P: the "no such pair" sentinel
-        toks[edge_pair.reshape(-1), np.arange(len(v)) - starts[edge_pair.reshape(-1)]] = v
-        self.toks = torch.from_numpy(toks)
-        self.toks_c = torch.from_numpy(np.where(toks == V, 0, toks))  # padding slots read token 0 ...
-        self.toks_w = torch.from_numpy((toks != V).astype(np.float64))  # ... with weight 0
+        pair_cls = np.full((P + 1, Lmax), C, dtype=np.int64)
+        pair_cls[edge_pair, np.arange(len(c)) - starts[edge_pair]] = c
+        self.pair_cls = pair_cls
+        # the tokens of each class, by id: members[mstart[c] : mstart[c + 1]]
+        self.members = np.argsort(cls, kind="stable")
+        self.mstart = np.concatenate([[0], np.cumsum(np.bincount(cls, minlength=C))]).astype(np.int64)
         pair_index = np.full((Qe, Qe), P, dtype=np.int64)
         pair_index[flat // Qe, flat % Qe] = np.arange(P)
         self.pair_index = torch.from_numpy(pair_index)
@@ -259,6 +275,18 @@ def _plan(dfa: TokenDFA) -> _Plan:
     return dfa._cache["plan"]
 
 
+def _class_sums(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    """``pc[i, c] = sum_{v in class c} p_i(v)`` (``[n, C]``): the one pass over the vocabulary."""
+    return torch.zeros(p.shape[0], plan.C, dtype=p.dtype).index_add_(1, plan.cls, p)
+
+
+def _class_max(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    """``pm[i, c] = max_{v in class c} p_i(v)`` (``[n, C]``; probabilities are >= 0, so 0 is neutral)."""
+    n = p.shape[0]
+    out = torch.zeros(n, plan.C, dtype=p.dtype)
+    return out.scatter_reduce_(1, plan.cls.expand(n, -1), p, "amax")
+
+
 def _final(dfa: TokenDFA) -> torch.Tensor:
     return torch.from_numpy(dfa.accept[: dfa.dead].astype(np.float64))
 
@@ -282,16 +310,16 @@ def transfer_matrices(probs, dfa: TokenDFA, *, normalize: bool = True) -> torch.
     return _dense(_compact(p, plan), plan, 0.0)
 
 
-def _compact(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
-    """Transfer matrices of all positions on the pair list: ``[n, P]``."""
-    return p @ plan.B
+def _compact(p: torch.Tensor, plan: _Plan, pc: torch.Tensor | None = None) -> torch.Tensor:
+    """Transfer matrices of all positions on the pair list: ``[n, P]`` (``pc``: the class sums, if known)."""
+    return (_class_sums(p, plan) if pc is None else pc) @ plan.Bc
 
 
-def _compact_log(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
-    """``L[i, k] = max_{v moving pair k} log p_i(v)`` (``[n, P]``; the max-product transfer matrices)."""
-    n = p.shape[0]
-    src = p.index_select(1, plan.edge_v).log_()
-    out = torch.full((n, plan.P), -math.inf, dtype=p.dtype)
+def _compact_log(pm: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    """``L[i, k] = max_{v moving pair k} log p_i(v)`` from the class maxima ``pm`` ([n, P]; max-product)."""
+    n = pm.shape[0]
+    src = pm.index_select(1, plan.edge_c).log_()
+    out = torch.full((n, plan.P), -math.inf, dtype=pm.dtype)
     return out.scatter_reduce_(1, plan.edge_pair.expand(n, -1), src, "amax")
 
 
@@ -390,7 +418,7 @@ def constrained_marginals(probs, dfa: TokenDFA, *, normalize: bool = True) -> to
 
 
 def _marginals(p: torch.Tensor, dfa: TokenDFA) -> torch.Tensor:
-    n, V = p.shape
+    n = p.shape[0]
     if dfa.dead == 0:
         raise _zero_error(dfa, n)
     plan = _plan(dfa)
@@ -400,7 +428,8 @@ def _marginals(p: torch.Tensor, dfa: TokenDFA) -> torch.Tensor:
         raise _zero_error(dfa, n)
     alpha = _forward(M, dfa.start)
     w = alpha[:n].index_select(1, plan.edge_q) * beta[1:].index_select(1, plan.edge_s)  # [n, E]
-    out = torch.zeros(n, V, dtype=torch.float64).index_add_(1, plan.edge_v, w).mul_(p)
+    wc = torch.zeros(n, plan.C, dtype=torch.float64).index_add_(1, plan.edge_c, w)
+    out = wc.index_select(1, plan.cls).mul_(p)
     return out.div_(out.sum(1, keepdim=True))
 
 
@@ -520,36 +549,53 @@ def _categorical(weights: torch.Tensor, gen: torch.Generator | None) -> torch.Te
 
 
 def _tokens_given_states(
-    p: torch.Tensor, plan: _Plan, states: torch.Tensor, greedy: bool, gen, chunk: int = 1 << 22
+    p: torch.Tensor,
+    cw: torch.Tensor,
+    plan: _Plan,
+    states: torch.Tensor,
+    greedy: bool,
+    gen,
+    chunk: int = 1 << 22,
 ) -> torch.Tensor:
     """Tokens x_i given state pairs (s_{i-1}, s_i): x_i ∝ p_i(v) 1[T[s_{i-1}, v] = s_i] (or its argmax).
 
-    Only the tokens of the chosen pair are looked at (``plan.toks``, padded with weight-0 slots), not the
-    whole vocabulary.  Greedy takes the most probable of them (the lowest id on ties).
+    Two exact stages: the token's class among the pair's classes, ∝ its class sum ``cw`` (greedy: ``cw``
+    holds class maxima and the largest wins), then the token among the class's members, ∝ ``p_i(v)``
+    (greedy: the most probable).  Greedy ties go to the lowest id within a class and, between classes,
+    to the class whose first token is lowest.  Only the chosen classes' tokens are read.
     """
-    S = states.shape[0]
-    n, V = p.shape
-    Lmax = plan.toks.shape[1]
-    # numpy on the tensors' memory (fewer microseconds per call than torch); the uniforms come from
-    # ``gen`` exactly as :func:`_categorical` draws them, so samples are unchanged for a given seed
-    pos = (np.arange(n) * V)[:, None]
-    flat = p.contiguous().numpy().reshape(-1)
+    S, n = states.shape[0], p.shape[0]
     st = states.numpy()
-    pair_index, toks_c, toks_w = plan.pair_index.numpy(), plan.toks_c.numpy(), plan.toks_w.numpy()
-    out = np.empty((S, n), dtype=np.int64)
-    rows = max(1, chunk // max(1, n * Lmax))
-    for a in range(0, S, rows):
-        b = min(S, a + rows)
-        pair = pair_index[st[a:b, :-1], st[a:b, 1:]]  # [rows, n]
-        cand = toks_c[pair]  # [rows, n, Lmax]
-        w = flat[cand + pos] * toks_w[pair]
-        if greedy:
-            pick = w.argmax(-1)
-        else:
-            u = torch.rand(b - a, n, dtype=torch.float64, generator=gen).numpy()
-            pick = _categorical_np(w, u)
-        out[a:b] = np.take_along_axis(cand, pick[..., None], -1)[..., 0]
-    return torch.from_numpy(out)
+    pair = plan.pair_index.numpy()[st[:, :-1], st[:, 1:]]  # [S, n]
+    cand = plan.pair_cls[pair]  # [S, n, L], padded with the sentinel class C (weight 0)
+    cwx = np.concatenate([cw.numpy(), np.zeros((n, 1))], axis=1)
+    w = cwx[np.arange(n)[None, :, None], cand]
+    if greedy:
+        pick = w.argmax(-1)
+    else:
+        # numpy on the tensors' memory; the uniforms come from ``gen`` (classes first, then tokens)
+        pick = _categorical_np(w, torch.rand(S, n, dtype=torch.float64, generator=gen).numpy())
+    chosen = np.take_along_axis(cand, pick[..., None], -1).reshape(-1)  # [S * n]
+    u = None if greedy else torch.rand(S * n, dtype=torch.float64, generator=gen).numpy()
+    pos = np.tile(np.arange(n), S)
+    pn = p.contiguous().numpy()
+    out = np.empty(S * n, dtype=np.int64)
+    order = np.argsort(chosen, kind="stable")
+    classes, first = np.unique(chosen[order], return_index=True)
+    bounds = np.append(first, len(order))
+    for c, lo, hi in zip(classes.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        members = plan.members[plan.mstart[c] : plan.mstart[c + 1]]
+        rows = order[lo:hi]
+        if len(members) == 1:
+            out[rows] = members[0]
+            continue
+        step = max(1, chunk // len(members))
+        for r in range(0, len(rows), step):
+            part = rows[r : r + step]
+            wt = pn[pos[part][:, None], members[None, :]]
+            k = wt.argmax(-1) if greedy else _categorical_np(wt, u[part])
+            out[part] = members[k]
+    return torch.from_numpy(out.reshape(S, n))
 
 
 # ------------------------------------------------------------------------------------------ samplers
@@ -691,28 +737,22 @@ def sample(
     return tokens[0] if num_samples is None else tokens
 
 
-def _sample(
-    p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, gen, fixed: torch.Tensor | None = None
-) -> torch.Tensor:
+def _sample(p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, gen) -> torch.Tensor:
     """:func:`sample` on checked, normalised float64 probabilities (the decoding loop's entry point).
 
-    ``fixed`` (LongTensor ``[n]``, optional): the token of every row of ``p`` that is one-hot (a decoded
-    position) and -1 elsewhere; those transfer matrices are read off the automaton (``B[token]``)
-    instead of multiplied out.
+    Decoded positions are one-hot rows of ``p``: their class sums are exactly one-hot, so their transfer
+    matrices are read off the automaton with no special case.
     """
     n = p.shape[0]
     if dfa.dead == 0:
         raise _zero_error(dfa, n)
     plan = _plan(dfa)
     if greedy:
-        Mc = _compact_log(p, plan)
-    elif fixed is not None and bool((fixed >= 0).any()):
-        rows, free = (fixed >= 0).nonzero().view(-1), (fixed < 0).nonzero().view(-1)
-        Mc = torch.empty(n, plan.P, dtype=torch.float64)
-        Mc.index_copy_(0, rows, plan.B.index_select(0, fixed.index_select(0, rows)))
-        Mc.index_copy_(0, free, p.index_select(0, free) @ plan.B)
+        cw = _class_max(p, plan)
+        Mc = _compact_log(cw, plan)
     else:
-        Mc = _compact(p, plan)
+        cw = _class_sums(p, plan)
+        Mc = cw @ plan.Bc
     if method == "sequential":
         states = _states_sequential(Mc, plan, dfa.start, S, greedy, gen)
         if states is None:
@@ -731,7 +771,7 @@ def _sample(
             states = _states_bisect(tree, levels, plan.final, dfa.start, n, S, greedy, gen)
         else:
             states = _states_scan(tree, levels, Mc, plan, dfa.start, n, S, greedy, gen)
-    return _tokens_given_states(p, plan, states, greedy, gen)
+    return _tokens_given_states(p, cw, plan, states, greedy, gen)
 
 
 def map_decode(

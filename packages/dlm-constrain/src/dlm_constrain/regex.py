@@ -1,10 +1,11 @@
 """A small, dependency-free regular-expression compiler: pattern -> minimal character DFA.
 
 Supported syntax (full-match semantics, no anchors): literals, ``.``, escapes ``\\d \\w \\s \\D \\W \\S``
-and escaped metacharacters, classes ``[a-z0-9_]`` and negated ``[^...]``, groups ``( )`` and ``(?: )``,
-alternation ``|``, quantifiers ``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}`` (lazy ``?`` suffixes are accepted
-and ignored: they do not change the language; a second quantifier on the same atom, ``a**`` or the
-possessive ``a*+``, is refused as in Python's ``re``).  Back-references and look-around are not regular
+(Unicode classes, as Python's ``re`` has them for ``str`` patterns) and escaped metacharacters, classes
+``[a-z0-9_]`` and negated ``[^...]``, groups ``( )`` and ``(?: )``, alternation ``|``, quantifiers
+``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}`` (lazy ``?`` suffixes are accepted and ignored: they do not
+change the language; a second quantifier on the same atom, ``a**`` or the possessive ``a*+``, is refused
+as in Python's ``re``).  Back-references and look-around are not regular
 and are rejected with :class:`~papershelf.errors.InputError`.
 
 The compiler works over a finite alphabet (the characters that occur in the tokenizer vocabulary):
@@ -25,9 +26,6 @@ import numpy as np
 
 from papershelf.errors import InputError
 
-_DIGITS = frozenset("0123456789")
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_SPACE = frozenset(" \t\n\r\f\v")
 _MAX_REPEAT = 1000
 
 
@@ -177,7 +175,12 @@ class _Parser:
         if c is None:
             raise self.error("trailing backslash")
         self.i += 1
-        classes = {"d": _DIGITS, "w": _WORD, "s": _SPACE}
+        # Unicode classes, as Python's re defines them for str patterns (over the vocabulary's characters)
+        classes = {
+            "d": frozenset(ch for ch in self.alphabet if ch.isdecimal()),
+            "w": frozenset(ch for ch in self.alphabet if ch.isalnum() or ch == "_"),
+            "s": frozenset(ch for ch in self.alphabet if ch.isspace()),
+        }
         if c in classes:
             return classes[c]
         if c in "DWS":
@@ -233,7 +236,7 @@ class _Parser:
                 (begin,) = item
                 if ord(end) < ord(begin):
                     raise self.error(f"bad range {begin}-{end}")
-                chars |= {chr(k) for k in range(ord(begin), ord(end) + 1)}
+                chars |= {ch for ch in self.alphabet if begin <= ch <= end}  # only these can occur
             else:
                 chars |= item
         return frozenset(self.alphabet - chars) if negate else frozenset(chars)
@@ -373,6 +376,19 @@ def compile_regex(pattern: str, alphabet: str | set[str] | frozenset[str]) -> Ch
     tree = _Parser(pattern, alpha).parse()
     nfa = _NFA()
     s, t = nfa.build(tree)
+    # characters that belong to exactly the same character sets of the pattern behave alike: build the
+    # DFA over one representative per class (a tokenizer alphabet has ~1000 characters, a pattern ~10s
+    # of classes), then give every character its class's column
+    sets = list({chars for out in nfa.edges for chars, _ in out})
+    signature: dict[tuple[bool, ...], int] = {}
+    reps: list[str] = []
+    column = np.empty(len(letters), dtype=np.int64)
+    for i, ch in enumerate(letters):
+        key = tuple(ch in chars for chars in sets)
+        if key not in signature:
+            signature[key] = len(reps)
+            reps.append(ch)
+        column[i] = signature[key]
     start = nfa.closure([s])
     index = {start: 0}
     subsets = [start]
@@ -381,7 +397,7 @@ def compile_regex(pattern: str, alphabet: str | set[str] | frozenset[str]) -> Ch
     while k < len(subsets):
         cur = subsets[k]
         row = []
-        for ch in letters:
+        for ch in reps:
             nxt = nfa.closure([dst for st in cur for (chars, dst) in nfa.edges[st] if ch in chars])
             if nxt not in index:
                 index[nxt] = len(subsets)
@@ -391,7 +407,8 @@ def compile_regex(pattern: str, alphabet: str | set[str] | frozenset[str]) -> Ch
             row.append(index[nxt])
         rows.append(row)
         k += 1
-    delta = np.array(rows, dtype=np.int64).reshape(len(subsets), len(letters))
+    delta = np.array(rows, dtype=np.int64).reshape(len(subsets), len(reps))
     accept = np.array([t in sub for sub in subsets], dtype=bool)
     d, a, st, dead = _minimise(delta, accept, 0)
+    d = d[:, column] if len(letters) else np.zeros((d.shape[0], 0), dtype=np.int64)
     return CharDFA(letters, d, st, a, dead)

@@ -180,8 +180,7 @@ class ConstrainedSampler:
         dfa = self.automaton
         if self.strategy == "exact":
             # p is a softmax with decoded rows one-hot: already checked and normalised
-            fixed = torch.where(decoded, x, -1)
-            prop = inference._sample(p, dfa, 1, self.method, self.greedy, gen, fixed=fixed)[0]
+            prop = inference._sample(p, dfa, 1, self.method, self.greedy, gen)[0]
             if self.confidence == "marginal":
                 conf = inference._marginals(p, dfa).gather(1, prop[:, None])[:, 0]
                 return prop, conf
