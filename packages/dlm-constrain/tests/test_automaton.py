@@ -313,3 +313,34 @@ def test_token_automaton_matches_outlines_core(pattern):
         visited = _assert_same_token_language(dfa, index, eos)
         ended = {int(dfa.table[q, eos]) for q in np.nonzero(dfa.accept)[0]}  # reached by EOS only
         assert visited | ended == set(range(dfa.dead))  # every live state was compared
+
+
+def test_outlines_schema_backend_follows_its_regex_and_resolves_refs():
+    pytest.importorskip("outlines_core")
+    from outlines_core.json_schema import build_regex_from_schema
+
+    schema = {
+        "type": "object",
+        "properties": {"p": {"$ref": "#/$defs/pt"}, "ok": {"type": "boolean"}},
+        "required": ["p"],
+        "$defs": {"pt": {"type": "integer"}},
+    }
+    docs = ['{"p":3}', '{ "p" : -12 , "ok" : true }', '{"p":1,"ok":false}', '{"p":"x"}', '{"ok":true}']
+    vocab = [*sorted(set("".join(docs)) | set("0123456789")), "true", "false", "<eos>"]
+    eos = len(vocab) - 1
+    dfa = TokenDFA.from_json_schema(schema, vocab, eos_id=eos, backend="outlines")
+    regex = build_regex_from_schema(json.dumps(schema))
+    for doc in docs:
+        tokens = [vocab.index(ch) for ch in doc]  # one character per token
+        assert dfa.accepts(tokens) == (re.fullmatch(regex, doc) is not None), doc
+    assert dfa.accepts([vocab.index(ch) for ch in '{ "p" : -12 , "ok" : true }'])
+
+
+def test_schema_backend_errors(monkeypatch):
+    with pytest.raises(InputError, match="backend must be 'papershelf' or 'outlines'"):
+        TokenDFA.from_json_schema({"type": "integer"}, list("0123"), backend="interegular")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "outlines_core.json_schema", None)  # as if not installed
+    with pytest.raises(InputError, match="pip install outlines-core"):
+        TokenDFA.from_json_schema({"type": "integer"}, list("0123"), backend="outlines")

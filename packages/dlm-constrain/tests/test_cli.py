@@ -237,3 +237,19 @@ def test_subprocess_version():
         [sys.executable, "-m", "dlm_constrain.cli", "--version"], capture_output=True, text=True, check=False
     )
     assert r.returncode == 0 and r.stdout.strip() == f"dlm-constrain {__version__}"
+
+
+def test_sample_schema_with_the_outlines_backend_allows_spaces(files, capsys):
+    pytest.importorskip("outlines_core")
+    vocab = ["{", "}", '"', "k", ":", "1", "2", " ", "<e>"]
+    (files / "v3.json").write_text(json.dumps(vocab))
+    p = np.full((12, len(vocab)), 0.01)
+    p[:, 7] = 1.0  # the model loves spaces: only the outlines translation can use them
+    np.save(files / "s.npy", p / p.sum(1, keepdims=True))
+    schema = json.dumps({"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]})
+    base = ["sample", "--probs", str(files / "s.npy"), "--vocab", str(files / "v3.json"), "--schema", schema]
+    assert main([*base, "--eos-id", "8", "--greedy", "--schema-backend", "outlines"]) == 0
+    text = capsys.readouterr().out.splitlines()[1]
+    assert " " in text and json.loads(text)["k"] in (1, 2, 11, 12, 21, 22)
+    assert main([*base, "--eos-id", "8", "--greedy"]) == 0  # compact JSON only
+    assert " " not in capsys.readouterr().out.splitlines()[1]

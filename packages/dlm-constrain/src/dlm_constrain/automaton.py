@@ -113,16 +113,28 @@ class TokenDFA:
         eos_id: int | None = None,
         *,
         special_ids: Sequence[int] = (),
+        backend: str = "papershelf",
     ) -> TokenDFA:
-        """Token automaton of the compact JSON texts valid under ``schema`` (via :func:`schema_to_regex`)."""
+        """Token automaton of the JSON texts valid under ``schema``.
+
+        ``backend="papershelf"`` (default): :func:`schema_to_regex`, compact JSON in schema order, integer
+        bounds enforced.  ``backend="outlines"``: outlines-core's ``build_regex_from_schema`` (optional
+        single spaces around punctuation, ``$ref``/``$defs``, number formats; integer bounds are not
+        enforced), compiled by this package's regex compiler; needs ``pip install outlines-core``.
+        """
         from dlm_constrain.json_schema import schema_to_regex
 
+        if backend not in ("papershelf", "outlines"):
+            raise InputError(f"backend must be 'papershelf' or 'outlines', got {backend!r}")
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as exc:
                 raise InputError(f"schema is not valid JSON ({exc.msg})") from None
-        pattern = schema_to_regex(schema)
+        if backend == "papershelf":
+            pattern = schema_to_regex(schema)
+        else:
+            pattern = _outlines_schema_regex(schema)
         dfa = cls.from_regex(pattern, vocab, eos_id, special_ids=special_ids)
         return dfa.renamed("JSON schema " + json.dumps(schema, separators=(",", ":"))[:60])
 
@@ -208,6 +220,17 @@ class TokenDFA:
         """Raise :class:`InputError` when no string of exactly ``n`` tokens is accepted."""
         if not self.completable(n)[n, self.start]:
             raise InputError(f"{self.name} accepts no sequence of length {n} (partition function is 0)")
+
+
+def _outlines_schema_regex(schema) -> str:
+    try:
+        from outlines_core.json_schema import build_regex_from_schema
+    except ImportError:
+        raise InputError("backend='outlines' needs outlines-core: pip install outlines-core") from None
+    try:
+        return build_regex_from_schema(json.dumps(schema))
+    except (ValueError, TypeError) as exc:  # outlines-core reports unsupported schemas as ValueError
+        raise InputError(f"outlines-core cannot translate the schema: {str(exc).splitlines()[0]}") from None
 
 
 def _token_classes(T: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -76,6 +76,13 @@ def _read_probs(path: str) -> np.ndarray:
         arg("--vocab", default=None, help="JSON file: list of token strings, or {token: id}"),
         arg("--regex", default=None, help="constraint as a regular expression (whole-string match)"),
         arg("--schema", default=None, help="constraint as a JSON schema (a file path or inline JSON)"),
+        arg(
+            "--schema-backend",
+            choices=("papershelf", "outlines"),
+            default="papershelf",
+            help="JSON schema to regex: papershelf (compact JSON, integer bounds; default) or outlines "
+            "(outlines-core: optional spaces, $ref; needs outlines-core)",
+        ),
         arg("--eos-id", type=int, default=None, help="end/padding token id (allows shorter strings)"),
         arg("--num-samples", type=int, default=1),
         arg("--method", choices=("sequential", "scan", "bisect"), default="sequential"),
@@ -97,7 +104,8 @@ def _sample(args: argparse.Namespace) -> None:
     if args.regex is not None:
         dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id)
     else:
-        dfa = TokenDFA.from_json_schema(_read_schema(args.schema), vocab, args.eos_id)
+        schema = _read_schema(args.schema)
+        dfa = TokenDFA.from_json_schema(schema, vocab, args.eos_id, backend=args.schema_backend)
     gen = torch.Generator().manual_seed(args.seed)
     x = sample(
         probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
