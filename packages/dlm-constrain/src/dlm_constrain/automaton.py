@@ -201,6 +201,14 @@ class TokenDFA:
             raise InputError(f"token id {bad[0]} is outside the vocabulary [0, {len(self.vocab)})")
         return "".join(self.vocab[v] for v in ids if v != self.eos_id)
 
+    def class_moves(self) -> np.ndarray:
+        """``table`` restricted to one token per class of equal columns (``[Q, C]``, ~100 columns for a
+        128K vocabulary): enough for every question about states rather than tokens."""
+        if "class_moves" not in self._cache:
+            _, reps = _token_classes(self.table)
+            self._cache["class_moves"] = self.table[:, reps]
+        return self._cache["class_moves"]
+
     def live_table(self) -> np.ndarray:
         """bool ``[Q, V]``: token ``v`` from ``q`` does not fall into the dead state."""
         return self.table != self.dead
@@ -209,10 +217,11 @@ class TokenDFA:
         """bool ``[n + 1, Q]``: ``[k, q]`` is True when some ``k`` more tokens lead ``q`` to acceptance."""
         key = ("completable", n)
         if key not in self._cache:
+            moves = self.class_moves()
             out = np.zeros((n + 1, self.num_states), dtype=bool)
             out[0] = self.accept
             for k in range(1, n + 1):
-                out[k] = out[k - 1][self.table].any(axis=1)
+                out[k] = out[k - 1][moves].any(axis=1)
             self._cache[key] = out
         return self._cache[key]
 
