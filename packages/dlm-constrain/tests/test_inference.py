@@ -11,6 +11,7 @@ from dlm_constrain import (
     TokenDFA,
     check_feasible,
     constrained_marginals,
+    inference,
     log_partition,
     map_decode,
     sample,
@@ -210,3 +211,19 @@ def test_bad_method_and_sample_count():
         sample(_probs(0, 3), dfa, method="magic")
     with pytest.raises(InputError, match="num_samples"):
         sample(_probs(0, 3), dfa, 0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_tokens_sharing_a_class_are_drawn_in_proportion(method):
+    # "a"/"c" and "ab"/"cb" move every state alike, so each pair is one class of two tokens: the class
+    # is drawn by its summed probability, then the token within it -- the joint must still be exact
+    vocab = ["a", "b", "c", "ab", "cb", "<e>"]
+    dfa = TokenDFA.from_regex("((a|c)b|b)*(a|c)?", vocab, eos_id=5)
+    plan = inference._plan(dfa)
+    assert plan.C < len(vocab) - 1 and int(plan.cls[0]) == int(plan.cls[2])
+    p = _probs(5, 3, V=6, sharp=1.0)
+    post, _ = brute_force_posterior(p, dfa)
+    x = sample(p, dfa, 20_000, method=method, generator=torch.Generator().manual_seed(3))
+    assert all(dfa.accepts(r) for r in x.tolist())
+    assert _tv(x, post) < 0.05
+    assert tuple(map_decode(p, dfa, method=method).tolist()) == tuple(brute_force_argmax(p, dfa))
