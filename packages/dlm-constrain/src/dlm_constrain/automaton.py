@@ -75,9 +75,11 @@ class TokenDFA:
         Q = Qc + (1 if has_eos else 0) + 1
         dead = Q - 1
         table = np.full((Q, V), dead, dtype=np.int64)
-        ids = [v for v, text in enumerate(vocab) if v != eos_id and v not in special and text != ""]
-        if ids:
-            table[:Qc, ids] = _walk_tokens(cdfa, [vocab[v] for v in ids], dead)
+        # walk every token straight into the table, then block EOS, special and empty tokens (EOS gets
+        # its own column below)
+        _walk_tokens(cdfa, list(vocab), dead, out=table[:Qc])
+        blocked = [v for v, text in enumerate(vocab) if v == eos_id or v in special or text == ""]
+        table[:Qc, blocked] = dead
         accept = np.zeros(Q, dtype=bool)
         accept[:Qc] = cdfa.accept
         if has_eos:
@@ -175,8 +177,9 @@ class TokenDFA:
         remap = np.full(Q, dead, dtype=np.int64)
         remap[keep] = np.arange(dead)
         new = np.full((dead + 1, table.shape[1]), dead, dtype=np.int64)
-        if keep:
-            new[:dead] = remap[table[keep]]
+        for a in range(0, len(keep), 16):  # a few rows at a time: no temporary as large as the table
+            rows = keep[a : a + 16]
+            new[a : a + len(rows)] = remap[table[rows]]
         acc = np.zeros(dead + 1, dtype=bool)
         acc[:dead] = accept[keep]
         return TokenDFA(new, acc, 0, dead, self.vocab, self.eos_id, self.name)
@@ -254,10 +257,16 @@ def _token_classes(T: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.nd
         return np.zeros(V, dtype=np.int64), np.zeros(min(V, 1), dtype=np.int64)
     if mult is None:
         mult = np.random.default_rng(0).integers(1, 2**63, size=Qe, dtype=np.uint64) | np.uint64(1)
-    h = mult @ T.astype(np.uint64)  # wraps modulo 2^64 on purpose
+    # in column chunks, so no temporary as large as T is made (T can be hundreds of MB)
+    step = max(1, (1 << 22) // Qe)
+    h = np.empty(V, dtype=np.uint64)
+    for a in range(0, V, step):
+        h[a : a + step] = mult @ T[:, a : a + step].astype(np.uint64)  # wraps modulo 2^64 on purpose
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
     reps = first
-    if not (T == T[:, reps[inverse]]).all():
+    exact = all((T[:, a : a + step] == T[:, reps[inverse[a : a + step]]]).all() for a in range(0, V, step))
+    if not exact:
         _, first, inverse = np.unique(T.T, axis=0, return_index=True, return_inverse=True)
         reps = first
     # renumber classes by their smallest token id, so class order follows token order
@@ -267,8 +276,13 @@ def _token_classes(T: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.nd
     return rank[inverse.reshape(-1)].astype(np.int64), reps[order].astype(np.int64)
 
 
-def _walk_tokens(cdfa: CharDFA, texts: list[str], dead: int, budget: int = 1 << 22) -> np.ndarray:
+def _walk_tokens(
+    cdfa: CharDFA, texts: list[str], dead: int, budget: int = 1 << 22, out: np.ndarray | None = None
+) -> np.ndarray:
     """``[Qc, len(texts)]``: the state after reading each whole text from every character state.
+
+    ``out``: where to write it (any ``[Qc, len(texts)]`` view, e.g. columns of the token table, so the
+    result is not held twice).
 
     Vectorised over states and tokens: texts sorted by length, in chunks of about ``budget`` (token,
     state) cells, one gather per character position; shorter texts are padded with a "stay" column
@@ -293,7 +307,8 @@ def _walk_tokens(cdfa: CharDFA, texts: list[str], dead: int, budget: int = 1 << 
     flat = np.where(hit, where, unknown)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     order = np.argsort(lengths, kind="stable")
-    out = np.empty((Qc, len(texts)), dtype=np.int64)
+    if out is None:
+        out = np.empty((Qc, len(texts)), dtype=np.int64)
     step = max(1, budget // Qc)
     for lo in range(0, len(order), step):
         part = order[lo : lo + step]
