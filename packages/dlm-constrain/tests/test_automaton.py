@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from dlm_constrain import TokenDFA, compile_regex, schema_to_regex
+from dlm_constrain import CharDFA, TokenDFA, compile_regex, schema_to_regex
 from dlm_constrain.json_schema import is_valid_json_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,6 +126,8 @@ def test_json_schema_automaton(doc, ok):
         ("a**", "multiple repeat"),
         ("a*+", "multiple repeat"),
         ("a{2}{3}", "multiple repeat"),
+        (r"[\d-x]", "bad character range"),  # Python's re refuses these too
+        (r"[a-\w]", "bad character range"),
     ],
 )
 def test_bad_regex_names_the_problem(pattern, match):
@@ -234,9 +236,9 @@ def test_character_classes_keep_the_language_over_a_large_alphabet():
         assert dfa.accepts(s) == (re.fullmatch(pattern, s) is not None), s
 
 
-@pytest.mark.parametrize("pattern", [r"\d+", r"\w+\s?", r"[^\W\d]+", r"\S\D", "[ -é]+"])
+@pytest.mark.parametrize("pattern", [r"\d+", r"\w+\s?", r"[^\W\d]+", r"\S\D", "[ -é]+", r"[\d-]+"])
 def test_unicode_classes_follow_python_re(pattern):
-    alphabet = "a1_é٢\u00a0 \t.Ωx"  # an Arabic-Indic digit, a no-break space, a Greek letter
+    alphabet = "a1_é٢\u00a0 \t.Ωx-"  # an Arabic-Indic digit, a no-break space, a Greek letter
     dfa = compile_regex(pattern, alphabet)
     for k in range(4):
         for chars in itertools.product(alphabet, repeat=k):
@@ -248,6 +250,11 @@ def test_vectorised_lift_equals_walking_each_token_from_each_state():
     from dlm_constrain.automaton import _walk_tokens
 
     cdfa = compile_regex(r"(ab|b1)*\{?é", "ab1{é")
+    shuffled = CharDFA(cdfa.alphabet[::-1], cdfa.delta[:, ::-1], cdfa.start, cdfa.accept, cdfa.dead)
+    assert (
+        _walk_tokens(shuffled, ["ab", "b1é", "z"], dead=-1).tolist()
+        == _walk_tokens(cdfa, ["ab", "b1é", "z"], dead=-1).tolist()
+    )  # a CharDFA's alphabet need not be sorted
     rng = np.random.default_rng(1)
     chars = [*"ab1{é", "z", "😀"]  # z and the emoji are outside the alphabet
     texts = ["".join(rng.choice(chars, size=int(rng.integers(1, 7)))) for _ in range(300)]

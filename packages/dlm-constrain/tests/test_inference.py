@@ -227,3 +227,11 @@ def test_tokens_sharing_a_class_are_drawn_in_proportion(method):
     assert all(dfa.accepts(r) for r in x.tolist())
     assert _tv(x, post) < 0.05
     assert tuple(map_decode(p, dfa, method=method).tolist()) == tuple(brute_force_argmax(p, dfa))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_greedy_ties_between_classes_go_to_the_lowest_token_id(method):
+    # "b" (id 3) and the second "a" (id 5) tie at 0.4; "a"'s class starts at id 0, "b"'s at 3
+    dfa = TokenDFA.from_regex("(a|b)a*", ["a", "c", "c", "b", "c", "a"])
+    p = torch.tensor([[0.1, 0.05, 0.05, 0.4, 0.0, 0.4]], dtype=torch.float64)
+    assert map_decode(p, dfa, method=method).tolist() == [3]

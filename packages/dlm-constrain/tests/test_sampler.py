@@ -111,3 +111,16 @@ def test_model_output_mismatch_and_infeasible_length():
         nan.generate(8)
     with pytest.raises(InputError, match="accepts no sequence of length 3"):
         ConstrainedSampler(_random_model(0), DFA, steps=2).generate(3)
+
+
+def test_dingo_aims_at_prefix_validity_even_when_the_plan_is_shared():
+    # the automaton's cached plan is shared with DINGO's prefix automaton, whose accepting set differs:
+    # a block of 2 positions cannot finish "(ab){3}", but "ab" keeps the prefix valid
+    from dlm_constrain import inference
+    from dlm_constrain.baselines import propose_dingo
+
+    dfa = TokenDFA.from_regex("(ab){3}", ["a", "b", "<e>"], eos_id=2)
+    inference._plan(dfa)  # cached, as after any earlier call
+    p = torch.full((6, 3), 1 / 3, dtype=torch.float64)
+    x, decoded = torch.full((6,), 3), torch.zeros(6, dtype=torch.bool)
+    assert propose_dingo(p, dfa, x, decoded, (0, 2), True, None)[:2].tolist() == [0, 1]

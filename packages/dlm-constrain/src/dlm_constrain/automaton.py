@@ -301,22 +301,30 @@ def _walk_tokens(
     lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
     points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     known = np.frombuffer(cdfa.alphabet.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    where = np.searchsorted(known, points) if len(known) else np.zeros(len(points), dtype=np.int64)
-    hit = where < len(known)
-    hit[hit] = known[where[hit]] == points[hit]
-    flat = np.where(hit, where, unknown)
+    if len(known):
+        by_point = np.argsort(known, kind="stable")  # a CharDFA's alphabet need not be sorted
+        col = by_point[np.minimum(np.searchsorted(known[by_point], points), len(known) - 1)]
+        flat = np.where(known[col] == points, col, unknown)
+    else:
+        flat = np.full(len(points), unknown, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     order = np.argsort(lengths, kind="stable")
     if out is None:
         out = np.empty((Qc, len(texts)), dtype=np.int64)
-    step = max(1, budget // Qc)
-    for lo in range(0, len(order), step):
-        part = order[lo : lo + step]
+    # chunks of texts sorted by length, each holding at most ``budget`` (token, state) cells and
+    # ``budget`` characters, so one very long token is walked in a chunk of its own
+    lo, N = 0, len(order)
+    while lo < N:
+        hi = min(N, lo + max(1, budget // Qc))
+        chars_if_cut = np.arange(1, hi - lo + 1) * lengths[order[lo:hi]]  # rows x width, nondecreasing
+        hi = lo + max(1, int(np.searchsorted(chars_if_cut, budget, "right")))
+        part = order[lo:hi]
+        lo = hi
         width = int(lengths[part[-1]])
         offset = np.arange(width)
         inside = offset[None, :] < lengths[part][:, None]
         at = np.where(inside, starts[part][:, None] + offset[None, :], 0)
-        chars = np.where(inside, flat[at] if len(flat) else stay, stay)
+        chars = np.where(inside, flat[at], stay) if len(flat) else np.full(inside.shape, stay)
         # row-major flat index state * (A + 2) + column: a 1-D take is several times faster than a
         # 2-D fancy index
         chars = chars.astype(kind)

@@ -164,7 +164,6 @@ class _Plan:
         pair_index = np.full((Qe, Qe), P, dtype=np.int64)
         pair_index[flat // Qe, flat % Qe] = np.arange(P)
         self.pair_index = torch.from_numpy(pair_index)
-        self.final = torch.from_numpy(dfa.accept[:Qe].astype(np.float64))
         self.trees: dict[tuple[int, bool], list[_Level]] = {}
 
     def levels(self, N: int, padded: bool) -> list[_Level]:
@@ -391,11 +390,11 @@ def log_partition(probs, dfa: TokenDFA, *, method: Method = "sequential", normal
     plan = _plan(dfa)
     Mc = _compact(p, plan)
     if method == "sequential":
-        beta, scale = _backward(_dense(Mc, plan, 0.0), plan.final)
+        beta, scale = _backward(_dense(Mc, plan, 0.0), _final(dfa))
         z = beta[0, dfa.start]
         return float(scale + torch.log(z)) if z > 0 else -math.inf
     tree, levels, scales = _upsweep(Mc, plan, greedy=False, scales=True)
-    z = (tree[-1][levels[-1].idx[dfa.start], 0] * plan.final).sum()
+    z = (tree[-1][levels[-1].idx[dfa.start], 0] * _final(dfa)).sum()
     return float(scales[0] + torch.log(z)) if z > 0 else -math.inf  # NaN (Z = 0) is not > 0
 
 
@@ -423,7 +422,7 @@ def _marginals(p: torch.Tensor, dfa: TokenDFA) -> torch.Tensor:
         raise _zero_error(dfa, n)
     plan = _plan(dfa)
     M = _dense(_compact(p, plan), plan, 0.0)
-    beta, _ = _backward(M, plan.final)
+    beta, _ = _backward(M, _final(dfa))
     if not beta[0, dfa.start] > 0:
         raise _zero_error(dfa, n)
     alpha = _forward(M, dfa.start)
@@ -561,8 +560,8 @@ def _tokens_given_states(
 
     Two exact stages: the token's class among the pair's classes, ∝ its class sum ``cw`` (greedy: ``cw``
     holds class maxima and the largest wins), then the token among the class's members, ∝ ``p_i(v)``
-    (greedy: the most probable).  Greedy ties go to the lowest id within a class and, between classes,
-    to the class whose first token is lowest.  Only the chosen classes' tokens are read.
+    (greedy: the most probable).  Greedy ties go to the lowest token id, as a scan of the pair's tokens
+    would give.  Only the chosen classes' tokens are read.
     """
     S, n = states.shape[0], p.shape[0]
     st = states.numpy()
@@ -570,15 +569,16 @@ def _tokens_given_states(
     cand = plan.pair_cls[pair]  # [S, n, L], padded with the sentinel class C (weight 0)
     cwx = np.concatenate([cw.numpy(), np.zeros((n, 1))], axis=1)
     w = cwx[np.arange(n)[None, :, None], cand]
+    pn = p.contiguous().numpy()
     if greedy:
         pick = w.argmax(-1)
+        _lowest_id_on_ties(pick, w, cand, pn, plan)
     else:
         # numpy on the tensors' memory; the uniforms come from ``gen`` (classes first, then tokens)
         pick = _categorical_np(w, torch.rand(S, n, dtype=torch.float64, generator=gen).numpy())
     chosen = np.take_along_axis(cand, pick[..., None], -1).reshape(-1)  # [S * n]
     u = None if greedy else torch.rand(S * n, dtype=torch.float64, generator=gen).numpy()
     pos = np.tile(np.arange(n), S)
-    pn = p.contiguous().numpy()
     out = np.empty(S * n, dtype=np.int64)
     order = np.argsort(chosen, kind="stable")
     classes, first = np.unique(chosen[order], return_index=True)
@@ -598,8 +598,24 @@ def _tokens_given_states(
     return torch.from_numpy(out.reshape(S, n))
 
 
+def _lowest_id_on_ties(pick, w, cand, pn, plan) -> None:
+    """Greedy, in place: where several classes share the largest maximum, pick the one holding the
+    lowest-id most probable token (ties are rare: exact equalities, e.g. uniform rows)."""
+    top = np.take_along_axis(w, pick[..., None], -1)
+    tied = (w == top) & (cand < plan.C)
+    for s, i in zip(*np.nonzero(tied.sum(-1) > 1), strict=True):
+        best = None
+        for slot in np.nonzero(tied[s, i])[0]:
+            c = cand[s, i, slot]
+            members = plan.members[plan.mstart[c] : plan.mstart[c + 1]]
+            token = members[int(np.argmax(pn[i, members] == top[s, i, 0]))]
+            if best is None or token < best[0]:
+                best = (token, slot)
+        pick[s, i] = best[1]
+
+
 # ------------------------------------------------------------------------------------------ samplers
-def _states_sequential(Mc, plan, start, S, greedy, gen):
+def _states_sequential(Mc, plan, final, start, S, greedy, gen):
     """Depth n: backward messages, then one categorical (or argmax) per position and sample."""
     n = Mc.shape[0]
     Qe = plan.Qe
@@ -609,7 +625,7 @@ def _states_sequential(Mc, plan, start, S, greedy, gen):
     if greedy:
         L = _dense(Mc, plan, -math.inf)
         delta = torch.empty(n + 1, Qe, dtype=torch.float64)
-        delta[n] = torch.where(plan.final > 0, 0.0, -math.inf)
+        delta[n] = torch.where(final > 0, 0.0, -math.inf)
         Ls, ds = L.unbind(0), delta.unbind(0)
         for i in range(n, 0, -1):
             torch.amax(Ls[i - 1] + ds[i], 1, out=ds[i - 1])
@@ -620,7 +636,7 @@ def _states_sequential(Mc, plan, start, S, greedy, gen):
             torch.argmax(K[i].index_select(0, st[i]), 1, out=st[i + 1])
         return states.T
     M = _dense(Mc, plan, 0.0)
-    beta, _ = _backward(M, plan.final)
+    beta, _ = _backward(M, final)
     if not beta[0, start] > 0:
         return None
     cdf = M.mul_(beta[1:, None, :]).cumsum_(-1)
@@ -676,9 +692,8 @@ def _categorical_np(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(idx, weights.shape[-1] - 1)
 
 
-def _states_scan(tree, levels, Mc, plan, start, n, S, greedy, gen):
+def _states_scan(tree, levels, Mc, plan, final, start, n, S, greedy, gen):
     """Down-swept messages, one random map per position (exponential race per state), prefix composition."""
-    final = plan.final
     msg = _downsweep(tree, levels, final, greedy)[1 : n + 1]
     Qe, P = plan.Qe, plan.P
     nxt = msg.index_select(1, plan.pair_s)  # [n, P]
@@ -746,7 +761,7 @@ def _sample(p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, g
     n = p.shape[0]
     if dfa.dead == 0:
         raise _zero_error(dfa, n)
-    plan = _plan(dfa)
+    plan, final = _plan(dfa), _final(dfa)  # the plan is shared by automata with other accepting sets
     if greedy:
         cw = _class_max(p, plan)
         Mc = _compact_log(cw, plan)
@@ -754,13 +769,13 @@ def _sample(p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, g
         cw = _class_sums(p, plan)
         Mc = cw @ plan.Bc
     if method == "sequential":
-        states = _states_sequential(Mc, plan, dfa.start, S, greedy, gen)
+        states = _states_sequential(Mc, plan, final, dfa.start, S, greedy, gen)
         if states is None:
             raise _zero_error(dfa, n)
     else:
         tree, levels, _ = _upsweep(Mc, plan, greedy)
         top = tree[-1].numpy()[levels[-1].idx_np[dfa.start], 0]
-        fin = plan.final.numpy()
+        fin = final.numpy()
         if greedy:
             feasible = bool(np.isfinite(np.max(top + np.where(fin > 0, 0.0, -np.inf))))
         else:
@@ -768,9 +783,9 @@ def _sample(p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, g
         if not feasible:
             raise _zero_error(dfa, n)
         if method == "bisect":
-            states = _states_bisect(tree, levels, plan.final, dfa.start, n, S, greedy, gen)
+            states = _states_bisect(tree, levels, final, dfa.start, n, S, greedy, gen)
         else:
-            states = _states_scan(tree, levels, Mc, plan, dfa.start, n, S, greedy, gen)
+            states = _states_scan(tree, levels, Mc, plan, final, dfa.start, n, S, greedy, gen)
     return _tokens_given_states(p, cw, plan, states, greedy, gen)
 
 

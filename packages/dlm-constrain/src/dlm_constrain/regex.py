@@ -27,6 +27,7 @@ import numpy as np
 from papershelf.errors import InputError
 
 _MAX_REPEAT = 1000
+_CLASS_ESCAPES = frozenset({"\\d", "\\w", "\\s", "\\D", "\\W", "\\S"})
 
 
 @dataclass(frozen=True)
@@ -213,17 +214,18 @@ class _Parser:
                 self.i += 1
                 break
             first = False
+            # a class escape (\d, \w, ...) cannot bound a range, as in Python's re: its size depends on
+            # the vocabulary, so "[\d-x]" must not turn into a range when only one digit occurs
+            is_class = self.p[self.i : self.i + 2] in _CLASS_ESCAPES
             if c == "\\":
                 item = self.escape()
             else:
                 self.i += 1
                 item = frozenset(c)
-            if (
-                len(item) == 1
-                and self.peek() == "-"
-                and self.i + 1 < len(self.p)
-                and self.p[self.i + 1] != "]"
-            ):
+            ranged = self.peek() == "-" and self.i + 1 < len(self.p) and self.p[self.i + 1] != "]"
+            if ranged and (is_class or self.p[self.i + 1 : self.i + 3] in _CLASS_ESCAPES):
+                raise self.error("bad character range: a class such as \\d cannot bound a range")
+            if ranged:
                 self.i += 1
                 if self.peek() == "\\":
                     end_set = self.escape()
