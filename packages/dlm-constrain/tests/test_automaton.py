@@ -257,7 +257,7 @@ def test_vectorised_lift_equals_walking_each_token_from_each_state():
     )  # a CharDFA's alphabet need not be sorted
     rng = np.random.default_rng(1)
     chars = [*"ab1{é", "z", "😀"]  # z and the emoji are outside the alphabet
-    texts = ["".join(rng.choice(chars, size=int(rng.integers(1, 7)))) for _ in range(300)]
+    texts = ["".join(rng.choice(chars, size=int(rng.integers(0, 7)))) for _ in range(300)]  # "" too
     out = _walk_tokens(cdfa, texts, dead=-1, budget=64)  # a tiny budget: many chunks
     for j, text in enumerate(texts):
         for q in range(cdfa.num_states):
