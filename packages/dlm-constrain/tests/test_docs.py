@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import dlm_constrain
+import dlm_constrain.adapters
 import dlm_constrain.automaton
 import dlm_constrain.json_schema
 import dlm_constrain.model
@@ -16,6 +17,7 @@ import dlm_constrain.tasks
 def test_docstring_examples():
     for module in (
         dlm_constrain,
+        dlm_constrain.adapters,
         dlm_constrain.automaton,
         dlm_constrain.regex,
         dlm_constrain.json_schema,

@@ -124,3 +124,60 @@ def test_dingo_aims_at_prefix_validity_even_when_the_plan_is_shared():
     p = torch.full((6, 3), 1 / 3, dtype=torch.float64)
     x, decoded = torch.full((6,), 3), torch.zeros(6, dtype=torch.bool)
     assert propose_dingo(p, dfa, x, decoded, (0, 2), True, None)[:2].tolist() == [0, 1]
+
+
+def test_prompted_model_fn_plugs_a_tiny_mdm_and_an_hf_style_model():
+    from types import SimpleNamespace
+
+    from dlm_constrain.adapters import prompted_model_fn
+    from dlm_constrain.model import MDMConfig, TinyMDM
+
+    vocab = ["0", "1", "-", "<eos>", "<mask>"]
+    dfa = TokenDFA.from_regex(r"\d{3}-\d", vocab, eos_id=3, special_ids=[4])
+    torch.manual_seed(0)
+    model = TinyMDM(MDMConfig(vocab=6, length=16, d_model=16, n_layers=1, d_ff=32)).eval()  # V' = 6 + mask
+    seen = []
+
+    def hf_style(ids):  # records its inputs, answers like a transformers model
+        seen.append(ids.clone())
+        return SimpleNamespace(logits=model(ids))
+
+    fn = prompted_model_fn(hf_style, [0, 1, 2], mask_id=4, vocab_size=len(vocab))
+    x = torch.full((6,), 4)
+    logits = fn(x)
+    assert logits.shape == (6, 5) and bool(torch.isinf(logits[:, 4]).all())
+    assert seen[0].tolist() == [[0, 1, 2, 4, 4, 4, 4, 4, 4]]  # the prompt, then the masked window
+    out = ConstrainedSampler(fn, dfa, steps=3, mask_id=4).generate(
+        6, generator=torch.Generator().manual_seed(1)
+    )
+    assert dfa.accepts(out.tolist()) and 4 not in out.tolist()
+    bare = prompted_model_fn(model, [0], mask_id=4, vocab_size=5)  # a plain tensor-returning model
+    assert bare(x).shape == (6, 5)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"prompt_ids": [0, -1]}, "non-negative"),
+        ({"prompt_ids": "ab"}, "sequence of token ids"),
+        ({"vocab_size": 0}, "vocab_size"),
+        ({"mask_id": -2}, "mask_id"),
+    ],
+)
+def test_prompted_model_fn_bad_arguments(kwargs, match):
+    from dlm_constrain.adapters import prompted_model_fn
+
+    args = {"prompt_ids": [0], "mask_id": 4, "vocab_size": 5, **kwargs}
+    with pytest.raises(InputError, match=match):
+        prompted_model_fn(lambda ids: torch.zeros(1, ids.shape[1], 5), **args)
+
+
+def test_prompted_model_fn_rejects_wrong_logits():
+    from dlm_constrain.adapters import prompted_model_fn
+
+    narrow = prompted_model_fn(lambda ids: torch.zeros(1, ids.shape[1], 3), [0], mask_id=4, vocab_size=5)
+    with pytest.raises(InputError, match="vocabulary mismatch"):
+        narrow(torch.zeros(4, dtype=torch.long))
+    flat = prompted_model_fn(lambda ids: torch.zeros(ids.shape[1], 5), [0], mask_id=4, vocab_size=5)
+    with pytest.raises(InputError, match=r"shape \[1, 5, V\]"):
+        flat(torch.zeros(4, dtype=torch.long))
