@@ -120,7 +120,7 @@ def test_compact_transfer_equals_the_dense_scatter(dfa):
     p = _probs(1, 50, len(VOCAB))
     plan = inference._plan(dfa)
     M = inference.transfer_matrices(p, dfa)
-    T = torch.from_numpy(dfa.table[: dfa.dead])
+    T = torch.from_numpy(dfa.table[: dfa.dead].astype(np.int64))
     ref = torch.zeros(50, dfa.dead, dfa.dead + 1, dtype=torch.float64)
     ref.scatter_add_(2, T[None].expand(50, -1, -1), p[:, None, :].expand(-1, dfa.dead, -1))
     torch.testing.assert_close(M, ref[:, :, : dfa.dead], rtol=0, atol=1e-15)

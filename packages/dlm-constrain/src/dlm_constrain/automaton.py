@@ -30,7 +30,8 @@ from papershelf.errors import InputError
 class TokenDFA:
     """A complete deterministic automaton over token ids.
 
-    ``table``: int64 ``[Q, V]`` next states; ``accept``: bool ``[Q]``; ``start``: start state;
+    ``table``: integer ``[Q, V]`` next states (built as int32, which halves the memory of large
+    vocabularies; any integer dtype is accepted); ``accept``: bool ``[Q]``; ``start``: start state;
     ``dead``: the rejecting sink (``table[dead] == dead``); ``vocab``: the token strings (``len == V``);
     ``eos_id``: the end/padding token or ``None``; ``name``: a label used in error messages.
     """
@@ -74,7 +75,7 @@ class TokenDFA:
         ended = Qc if has_eos else None  # the "after EOS" state
         Q = Qc + (1 if has_eos else 0) + 1
         dead = Q - 1
-        table = np.full((Q, V), dead, dtype=np.int64)
+        table = np.full((Q, V), dead, dtype=_state_dtype(Q))
         # walk every token straight into the table, then block EOS, special and empty tokens (EOS gets
         # its own column below)
         _walk_tokens(cdfa, list(vocab), dead, out=table[:Qc])
@@ -176,7 +177,7 @@ class TokenDFA:
         dead = len(keep)
         remap = np.full(Q, dead, dtype=np.int64)
         remap[keep] = np.arange(dead)
-        new = np.full((dead + 1, table.shape[1]), dead, dtype=np.int64)
+        new = np.full((dead + 1, table.shape[1]), dead, dtype=_state_dtype(dead + 1))
         for a in range(0, len(keep), 16):  # a few rows at a time: no temporary as large as the table
             rows = keep[a : a + 16]
             new[a : a + len(rows)] = remap[table[rows]]
@@ -243,6 +244,11 @@ def _outlines_schema_regex(schema) -> str:
         return build_regex_from_schema(json.dumps(schema))
     except (ValueError, TypeError) as exc:  # outlines-core reports unsupported schemas as ValueError
         raise InputError(f"outlines-core cannot translate the schema: {str(exc).splitlines()[0]}") from None
+
+
+def _state_dtype(num_states: int) -> type:
+    """int32 for state tables (half the memory of int64 at 128K tokens), int64 beyond its range."""
+    return np.int32 if num_states < 2**31 else np.int64
 
 
 def _token_classes(T: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -132,7 +132,7 @@ class _Plan:
         C = len(reps)
         Tc = T[:, reps]
         q, c = np.nonzero(Tc != dfa.dead)
-        s = Tc[q, c]
+        s = Tc[q, c].astype(np.int64)
         order = np.lexsort((c, s, q))
         q, c, s = q[order], c[order], s[order]
         flat, edge_pair = np.unique(q * Qe + s, return_inverse=True)
