@@ -322,19 +322,7 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
     model = TinyMDM(cfg).eval()
     ids = torch.randint(0, V, (1, n))
 
-    def forward():
-        with torch.no_grad():
-            return model(ids)
-
-    # a decode step half-way through: half the positions are decoded (with a valid string's tokens),
-    # the sampler proposes a whole constrained string from the model's logits and commits k positions.
-    # Logits are sharpened (x4) because a random-init model is almost uniform; the cost does not change.
-    gen = torch.Generator().manual_seed(seed)
-    logits = forward()[0] * 4  # float32, as the model returns them
-    x0 = inference.sample(torch.softmax(logits.double(), -1), dfa, generator=gen)
-    decoded = torch.zeros(n, dtype=torch.bool)
-    decoded[torch.randperm(n, generator=gen)[: n // 2]] = True
-    x = torch.where(decoded, x0, V)
+    forward, logits, x, decoded, gen = _half_decoded(model, ids, dfa, seed)
     k = max(1, n // 32)
     for method in inference.METHODS:
         sampler = ConstrainedSampler(lambda t: logits, dfa, steps=32, method=method, mask_id=V)
@@ -461,6 +449,27 @@ def bench(quick: bool = False, seed: int = 0, accuracy: bool = True) -> list[dic
     return records
 
 
+def _half_decoded(model, ids: torch.Tensor, dfa: TokenDFA, seed: int, proposal: str = "sequential"):
+    """``(forward, logits, x, decoded, gen)`` of a decode step half-way through, for timing the step.
+
+    Half the positions are decoded (with a valid string's tokens, drawn by ``proposal``); the sampler
+    then proposes a whole constrained string from the model's logits and commits k positions.  Logits
+    are sharpened (x4) because a random-init model is almost uniform; the cost does not change.
+    """
+    n, V = ids.shape[1], dfa.vocab_size
+
+    def forward():
+        with torch.no_grad():
+            return model(ids)
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = forward()[0] * 4  # float32, as the model returns them
+    x0 = inference.sample(torch.softmax(logits.double(), -1), dfa, generator=gen, method=proposal)
+    decoded = torch.zeros(n, dtype=torch.bool)
+    decoded[torch.randperm(n, generator=gen)[: n // 2]] = True
+    return forward, logits, torch.where(decoded, x0, V), decoded, gen
+
+
 def real_vocab_records(size: int = 128_000, seed: int = 0, repeat: int = 3) -> list[dict[str, Any]]:
     """Automaton build and language against outlines-core, and the decode step, at a 128K vocabulary.
 
@@ -510,7 +519,7 @@ def real_vocab_records(size: int = 128_000, seed: int = 0, repeat: int = 3) -> l
             record(
                 package="dlm-constrain",
                 version=__version__,
-                benchmark="token-automaton-build-128k-vs-outlines-core",
+                benchmark=f"token-automaton-build-{size // 1000}k-vs-outlines-core",
                 setting={
                     **common,
                     "schema": scale.SCALE_SCHEMA,
@@ -532,16 +541,7 @@ def real_vocab_records(size: int = 128_000, seed: int = 0, repeat: int = 3) -> l
     model = TinyMDM(cfg).eval()
     ids = torch.randint(0, V, (1, n), generator=torch.Generator().manual_seed(seed))
 
-    def forward():
-        with torch.no_grad():
-            return model(ids)
-
-    gen = torch.Generator().manual_seed(seed)
-    logits = forward()[0] * 4
-    x0 = inference.sample(torch.softmax(logits.double(), -1), dfa, generator=gen, method="bisect")
-    decoded = torch.zeros(n, dtype=torch.bool)
-    decoded[torch.randperm(n, generator=gen)[: n // 2]] = True
-    x = torch.where(decoded, x0, V)
+    forward, logits, x, decoded, gen = _half_decoded(model, ids, dfa, seed, proposal="bisect")
     sampler = ConstrainedSampler(lambda t: logits, dfa, steps=32, method="bisect", mask_id=V)
     c = compare(
         forward, lambda: sampler.step(logits, x, decoded, (0, n), 4, generator=gen), warmup=1, repeat=7
@@ -550,7 +550,7 @@ def real_vocab_records(size: int = 128_000, seed: int = 0, repeat: int = 3) -> l
         record(
             package="dlm-constrain",
             version=__version__,
-            benchmark="constraint-step-vs-forward-128k",
+            benchmark=f"constraint-step-vs-forward-{size // 1000}k",
             setting={
                 **common,
                 "n": n,
