@@ -275,15 +275,26 @@ def _plan(dfa: TokenDFA) -> _Plan:
 
 
 def _class_sums(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
-    """``pc[i, c] = sum_{v in class c} p_i(v)`` (``[n, C]``): the one pass over the vocabulary."""
-    return torch.zeros(p.shape[0], plan.C, dtype=p.dtype).index_add_(1, plan.cls, p)
+    """``pc[i, c] = sum_{v in class c} p_i(v)`` (float64 ``[n, C]``): the one pass over the vocabulary.
+
+    A float32 ``p`` (the decoding loop's softmax) is summed in float64, a few rows at a time, so no
+    float64 copy of all of ``p`` is made; the sums equal those of ``p.double()``.
+    """
+    n, V = p.shape
+    out = torch.zeros(n, plan.C, dtype=torch.float64)
+    if p.dtype == torch.float64:
+        return out.index_add_(1, plan.cls, p)
+    rows = max(1, (1 << 20) // max(1, V))
+    for a in range(0, n, rows):
+        out[a : a + rows].index_add_(1, plan.cls, p[a : a + rows].double())
+    return out
 
 
 def _class_max(p: torch.Tensor, plan: _Plan) -> torch.Tensor:
     """``pm[i, c] = max_{v in class c} p_i(v)`` (``[n, C]``; probabilities are >= 0, so 0 is neutral)."""
     n = p.shape[0]
     out = torch.zeros(n, plan.C, dtype=p.dtype)
-    return out.scatter_reduce_(1, plan.cls.expand(n, -1), p, "amax")
+    return out.scatter_reduce_(1, plan.cls.expand(n, -1), p, "amax").double()  # a max is exact
 
 
 def _final(dfa: TokenDFA) -> torch.Tensor:
@@ -593,7 +604,7 @@ def _tokens_given_states(
         for r in range(0, len(rows), step):
             part = rows[r : r + step]
             wt = pn[pos[part][:, None], members[None, :]]
-            k = wt.argmax(-1) if greedy else _categorical_np(wt, u[part])
+            k = wt.argmax(-1) if greedy else _categorical_np(wt.astype(np.float64, copy=False), u[part])
             out[part] = members[k]
     return torch.from_numpy(out.reshape(S, n))
 
@@ -753,7 +764,10 @@ def sample(
 
 
 def _sample(p: torch.Tensor, dfa: TokenDFA, S: int, method: str, greedy: bool, gen) -> torch.Tensor:
-    """:func:`sample` on checked, normalised float64 probabilities (the decoding loop's entry point).
+    """:func:`sample` on checked, normalised probabilities (the decoding loop's entry point).
+
+    ``p`` is float64, or float32 from the decoding loop's softmax: class sums and maxima are then taken
+    in float64 from the float32 values, and token weights are converted before each draw.
 
     Decoded positions are one-hot rows of ``p``: their class sums are exactly one-hot, so their transfer
     matrices are read off the automaton with no special case.

@@ -165,10 +165,9 @@ class ConstrainedSampler:
         logits = logits.detach().to("cpu")
         if not logits.is_floating_point():
             logits = logits.to(torch.float64)
-        # softmax in the model's own precision (float32 for a float32 model), inference in float64
-        p = self._float64(
-            torch.softmax(logits if self.temperature == 1 else logits / self.temperature, dim=-1)
-        )
+        # softmax in the model's own precision (float32 for a float32 model); the exact proposal sums it
+        # into token classes in float64, the baselines and the marginals get a float64 copy
+        p = torch.softmax(logits if self.temperature == 1 else logits / self.temperature, dim=-1)
         if not bool(torch.isfinite(p.sum(1)).all()):  # NaN anywhere in a row, or a row of only -inf
             if bool(torch.isnan(logits).any()):
                 raise InputError("model_fn returned NaN logits")
@@ -181,7 +180,7 @@ class ConstrainedSampler:
         """``p`` in float64, in a buffer kept across steps (``p`` never outlives its step).
 
         At V = 128K a fresh ``[n, V]`` float64 tensor per step costs more than the softmax itself (the
-        allocation's page faults); reusing one halves the step.  Values equal ``p.to(torch.float64)``.
+        allocation's page faults).  Values equal ``p.to(torch.float64)``.
         """
         if p.dtype == torch.float64:
             return p
@@ -196,10 +195,12 @@ class ConstrainedSampler:
             # p is a softmax with decoded rows one-hot: already checked and normalised
             prop = inference._sample(p, dfa, 1, self.method, self.greedy, gen)[0]
             if self.confidence == "marginal":
-                conf = inference._marginals(p, dfa).gather(1, prop[:, None])[:, 0]
+                conf = inference._marginals(self._float64(p), dfa).gather(1, prop[:, None])[:, 0]
                 return prop, conf
         else:
             from dlm_constrain import baselines
 
+            p = self._float64(p)
             prop = baselines.PROPOSERS[self.strategy](p, dfa, x, decoded, block, self.greedy, gen)
-        return prop, p.gather(1, prop[:, None])[:, 0]
+        # the model probability of each proposed token (float32 values order exactly as in float64)
+        return prop, p.gather(1, prop[:, None])[:, 0].double()
