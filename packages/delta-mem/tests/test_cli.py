@@ -49,3 +49,20 @@ def test_bad_input_exits_2(capsys, tmp_path):
 def test_version_subprocess():
     r = subprocess.run([sys.executable, "-m", "delta_mem.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == f"delta-mem {__version__}"
+
+
+def test_outputs_never_overwrite_inputs(capsys, tmp_path):
+    res = tmp_path / "res.json"
+    res.write_text("{}")
+    assert main(["bench", "--merge", str(res), "--out", str(res)]) == 2
+    assert "would overwrite the input --merge" in capsys.readouterr().err
+    assert (
+        main(["bench", "--quick", "--out", str(tmp_path / "a.json"), "--result", str(tmp_path / "a.json")])
+        == 2
+    )
+    assert "name the same file" in capsys.readouterr().err
+    adapter = tmp_path / "ad.safetensors"
+    adapter.write_bytes(b"x")
+    assert main(["eval", "--model", "tiny-s", "--adapter", str(adapter), "--out", str(adapter)]) == 2
+    assert "would overwrite the input --adapter" in capsys.readouterr().err
+    assert res.read_text() == "{}" and adapter.read_bytes() == b"x"

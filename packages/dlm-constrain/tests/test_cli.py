@@ -253,3 +253,19 @@ def test_sample_schema_with_the_outlines_backend_allows_spaces(files, capsys):
     assert " " in text and json.loads(text)["k"] in (1, 2, 11, 12, 21, 22)
     assert main([*base, "--eos-id", "8", "--greedy"]) == 0  # compact JSON only
     assert " " not in capsys.readouterr().out.splitlines()[1]
+
+
+def test_sample_never_overwrites_inputs_and_bounds_its_arguments(files, capsys):
+    base = ["sample", "--probs", str(files / "p.npy"), "--vocab", str(files / "vocab.json")]
+    base += ["--regex", "(ab)+", "--eos-id", "3"]
+    before = (files / "p.npy").read_bytes()
+    assert main([*base, "--out", str(files / "p.npy")]) == 2
+    assert "would overwrite the input --probs" in capsys.readouterr().err
+    assert main([*base, "--out", str(files / "vocab.json")]) == 2
+    assert (files / "p.npy").read_bytes() == before
+    assert main([*base, "--num-samples", "100000000000"]) == 2
+    assert "--num-samples must be an integer in [1, 1000000]" in capsys.readouterr().err
+    np.save(files / "cx.npy", np.ones((6, 4), dtype=complex))
+    base[2] = str(files / "cx.npy")
+    assert main(base) == 2
+    assert "complex128" in capsys.readouterr().err

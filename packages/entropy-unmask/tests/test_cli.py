@@ -88,3 +88,15 @@ def test_sweep_geometric_values(capsys):
     assert "eta=0.1)" in text and "eta=0.3162)" in text and "eta=1)" in text
     assert main(["sweep", "--family", "code", "--L", "5", "--V", "3", "--values", "geom:1:0.1:3"]) == 2
     assert "geom:START:STOP:N" in capsys.readouterr().err
+
+
+def test_sweep_out_never_overwrites_the_joint_and_sample_count_is_bounded(tmp_path, capsys):
+    joint = tmp_path / "joint.npy"
+    table = np.random.default_rng(0).random((3, 3, 3))
+    np.save(joint, table / table.sum())
+    before = joint.read_bytes()
+    assert main(["sweep", "--joint", str(joint), "--values", "0.1", "--out", str(joint)]) == 2
+    assert "would overwrite the input --joint" in capsys.readouterr().err
+    assert joint.read_bytes() == before
+    assert main(["sample", "--joint", str(joint), "--n", "10000000000000"]) == 2
+    assert "--n must be an integer in [1, 10000000]" in capsys.readouterr().err

@@ -101,3 +101,16 @@ def test_read_npy_refuses_what_is_not_one_saved_array(tmp_path):
                         ("obj.npy", "pickled Python objects"), ("z.npz", "an .npz archive")):  # fmt: skip
         with pytest.raises(InputError, match=f"--x: .*{match}"):
             read_npy(str(tmp_path / name), "--x")
+
+
+def test_check_threads_bounds_the_count_by_the_machine():
+    import os
+
+    from papershelf.cli import check_threads
+    from papershelf.errors import InputError
+
+    cpus = os.cpu_count() or 1
+    assert check_threads(1) == 1 and check_threads(cpus) == cpus
+    for bad in (0, cpus + 1, 100_000, 1.5):
+        with pytest.raises(InputError, match=r"--threads must be an integer"):
+            check_threads(bad)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from compact_attn import __version__
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
 from papershelf.repro import check_output_path
 
@@ -40,7 +40,7 @@ def _sel_kw(args, selector: str = "antidiagonal") -> dict:
 def _threads(n: int) -> None:
     import torch
 
-    torch.set_num_threads(check_int("--threads", n, low=1))
+    torch.set_num_threads(check_threads(n))
 
 
 def _check_sel(args) -> None:

@@ -7,9 +7,9 @@ import math
 import time
 
 from delta_mem import __version__
-from papershelf.cli import App, arg, seed_value
+from papershelf.cli import App, arg, check_threads, seed_value
 from papershelf.errors import InputError, check_int, check_number
-from papershelf.repro import check_output_path
+from papershelf.repro import check_output_path, check_outputs
 
 app = App(
     "delta-mem",
@@ -63,7 +63,7 @@ def _model(args) -> str:
 def _threads(n):
     import torch
 
-    torch.set_num_threads(check_int("--threads", n, low=1))
+    torch.set_num_threads(check_threads(n))
 
 
 def _mem_config(args):
@@ -151,7 +151,7 @@ def _eval(args: argparse.Namespace) -> None:
     from papershelf.repro import atomic_write_json
 
     _threads(args.threads)
-    check_output_path(args.out)
+    check_outputs({"--out": args.out}, {"--adapter": args.adapter})
     tcfg = _train_config(args)
     backbone, label = load_backbone(_model(args), tcfg.window)
     model = copy.deepcopy(backbone)
@@ -356,8 +356,8 @@ def _print_targets(result):
 def _bench(args: argparse.Namespace) -> None:
     from papershelf.bench import record, write_records
 
-    for path, flag in ((args.out, "--out"), (args.result, "--result"), (args.plot, "--plot")):
-        check_output_path(path, flag)
+    merged = {f"--merge {p}": p for p in (args.merge or [])}
+    check_outputs({"--out": args.out, "--result": args.result, "--plot": args.plot}, merged)
     if args.decode_only:
         return _decode_only(args)
     result = _merge(args.merge) if args.merge else _run(args, args.quick)

@@ -18,6 +18,7 @@ from papershelf.repro import (
     atomic_write_json,
     atomic_write_text,
     check_output_path,
+    check_outputs,
     run_manifest,
     seed_everything,
 )
@@ -96,11 +97,11 @@ def _sample(args: argparse.Namespace) -> None:
 
     if (args.regex is None) == (args.schema is None):
         raise InputError("give exactly one of --regex and --schema")
-    check_output_path(args.out)
+    check_outputs({"--out": args.out}, {"--probs": args.probs, "--vocab": args.vocab})
     probs = _read_probs(args.probs)
     V = probs.shape[-1] if probs.ndim >= 1 else 0
     vocab = _read_vocab(args.vocab, V)
-    num = check_int("--num-samples", args.num_samples, low=1)
+    num = check_int("--num-samples", args.num_samples, low=1, high=1_000_000)
     if args.regex is not None:
         dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id)
     else:

@@ -57,7 +57,7 @@ def check_probs(probs, dfa: TokenDFA, *, name: str = "probs", normalize: bool = 
     depend on a per-row scale) and rejected otherwise.
     """
     if isinstance(probs, np.ndarray):
-        if probs.dtype == object or not np.issubdtype(probs.dtype, np.number):
+        if probs.dtype == object or not np.issubdtype(probs.dtype, np.number) or np.iscomplexobj(probs):
             raise InputError(f"{name} must be a numeric array, got dtype {probs.dtype}")
         t = torch.from_numpy(np.ascontiguousarray(probs, dtype=np.float64))
     elif isinstance(probs, torch.Tensor):

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from e2ttt import __version__
-from papershelf.cli import App, arg, seed_value
+from papershelf.cli import App, arg, check_threads, seed_value
 from papershelf.errors import InputError, check_int
 from papershelf.repro import check_output_path
 
@@ -20,7 +20,7 @@ RULE_CHOICES = ("e2ttt", "chunkavg", "nomomentum", "ttt-linear", "swa")
 def _threads(n):
     import torch
 
-    torch.set_num_threads(check_int("--threads", n, low=1))
+    torch.set_num_threads(check_threads(n))
 
 
 # ---- demo ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from entropy_unmask.baselines import SCHEDULES, make_schedule
 from entropy_unmask.data import FAMILIES, Joint, joint_from_table, make_family
 from papershelf.bench import format_table, write_records
 from papershelf.cli import App, arg, read_npy
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from papershelf.repro import atomic_path, atomic_write_json, check_output_path, check_outputs, run_manifest
 
 app = App(
@@ -98,7 +98,7 @@ SCHEDULE_ARGS = [
 def _sweep(args: argparse.Namespace) -> None:
     from entropy_unmask.experiments import run_schedule
 
-    check_output_path(args.out)
+    check_outputs({"--out": args.out}, {"--joint": args.joint})
     joint = _target(args)
     values = _floats(args.values, "--values")
     kwargs = _schedule_kwargs(args)
@@ -138,6 +138,7 @@ def _sample(args: argparse.Namespace) -> None:
     from entropy_unmask.sampling import sample
 
     check_outputs({"--out": args.out, "--iters-out": args.iters_out}, {"--joint": args.joint})
+    check_int("--n", args.n, low=1, high=10_000_000)  # each sequence is held in memory
     joint = _target(args)
     sched = make_schedule(args.schedule, args.value, **_schedule_kwargs(args))
     x, it = sample(joint.oracle(), sched, joint.L, args.n, np.random.default_rng(args.seed))

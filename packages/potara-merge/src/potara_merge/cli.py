@@ -6,7 +6,7 @@ import argparse
 import math
 import time
 
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, check_int
 from potara_merge import __version__
 
@@ -49,7 +49,7 @@ SIM_ARGS = [
 def _threads(n):
     import torch
 
-    torch.set_num_threads(check_int("--threads", n, low=1))
+    torch.set_num_threads(check_threads(n))
 
 
 def _config(args, **over):

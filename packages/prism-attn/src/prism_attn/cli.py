@@ -7,7 +7,7 @@ import math
 import time
 from pathlib import Path
 
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_int
 from papershelf.repro import check_output_path
 from prism_attn import __version__
@@ -85,7 +85,7 @@ def _config(args, method="prism", kappa=None) -> PrismConfig:
 def _threads(n: int) -> None:
     import torch
 
-    torch.set_num_threads(check_int("--threads", n, low=1))
+    torch.set_num_threads(check_threads(n))
 
 
 def _table(header: list[str], rows: list[list]) -> str:

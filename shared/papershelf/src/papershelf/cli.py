@@ -16,12 +16,13 @@ also return 2; Ctrl-C returns 130.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from papershelf.errors import PapershelfError
+from papershelf.errors import PapershelfError, check_int
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -46,6 +47,11 @@ def output_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must be a file name, got an empty string")
     return text
+
+
+def check_threads(value: Any, flag: str = "--threads") -> int:
+    """A thread count in 1..this machine's CPU count: torch crashes (segfault) on counts far beyond it."""
+    return check_int(flag, value, low=1, high=os.cpu_count() or 1)
 
 
 def read_npy(path: str, flag: str) -> Any:
