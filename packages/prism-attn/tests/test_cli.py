@@ -82,3 +82,20 @@ def test_subprocess_error_exit_code():
     cmd = [sys.executable, "-m", "prism_attn.cli"]
     bad = subprocess.run([*cmd, "demo", "--n", "3"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --n")
+
+
+def test_eval_refuses_a_corrupt_weights_file(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    import shutil
+
+    from papershelf_lm.model import CHECKPOINTS
+
+    folder = tmp_path / "model"
+    shutil.copytree(CHECKPOINTS / "tiny-s", folder)
+    (folder / "model.safetensors").write_bytes(b"garbage")
+    (tmp_path / "p.txt").write_text("hello")
+    assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error:") and "not a loadable Hugging Face model" in err and len(err.splitlines()) == 1
+    )

@@ -74,7 +74,7 @@ def load_backbone(name: str, window: int | None = None):
 
         try:
             model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
-        except (OSError, ValueError, KeyError) as exc:
+        except Exception as exc:  # missing files, corrupt safetensors or config, mismatched shapes
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(f"--model {name!r} is not a loadable causal-LM folder ({first})") from None
         model, label = model.eval(), str(name)

@@ -393,8 +393,9 @@ def _eval(args: argparse.Namespace) -> None:
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
+    except Exception as exc:  # missing files, corrupt safetensors or config, shapes that do not match
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({first})") from None
     model.eval()
     ids = tok(prompt, return_tensors="pt").input_ids
     if ids.shape[1] == 0:
