@@ -99,3 +99,36 @@ def test_eval_refuses_a_corrupt_weights_file(tmp_path, capsys):
     assert (
         err.startswith("error:") and "not a loadable Hugging Face model" in err and len(err.splitlines()) == 1
     )
+
+
+def _tiny_s_copy(tmp_path):
+    pytest.importorskip("papershelf_lm")
+    import shutil
+
+    from papershelf_lm.model import CHECKPOINTS
+
+    folder = tmp_path / "model"
+    shutil.copytree(CHECKPOINTS / "tiny-s", folder)
+    (tmp_path / "p.txt").write_text("hello")
+    return folder
+
+
+def test_eval_refuses_a_model_that_is_not_llama_family(tmp_path, capsys):
+    folder = _tiny_s_copy(tmp_path)
+    cfg = {"model_type": "bert", "vocab_size": 263, "hidden_size": 32, "num_hidden_layers": 1}
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_attention_heads": 2, "is_decoder": True}))
+    assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --model") and "'bert'" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_eval_refuses_weights_missing_from_the_folder(tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    folder = _tiny_s_copy(tmp_path)
+    state = load_file(folder / "model.safetensors")
+    del state["model.layers.0.self_attn.q_proj.weight"]  # transformers would initialise it at random
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --model") and "q_proj" in err and len(err.strip().splitlines()) == 1, err

@@ -6,6 +6,7 @@ import torch
 papershelf_lm = pytest.importorskip("papershelf_lm")
 
 from prism_attn import PrismConfig, disable, enable  # noqa: E402
+from prism_attn.hf import MODEL_TYPES  # noqa: E402
 
 
 def test_enable_decodes_through_prism_and_disable_restores():
@@ -43,3 +44,23 @@ def test_enable_decodes_through_prism_and_disable_restores():
     disable(model)  # a second disable is a no-op
     assert model.config._attn_implementation == previous
     assert torch.equal(papershelf_lm.greedy_generate(model, prompt, 3), dense)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_every_accepted_model_type_decodes_through_prism(model_type):
+    """`eval` accepts exactly ``hf.MODEL_TYPES``: each decodes every step through Prism, and at a full
+    budget exactly as dense (a tiny randomly initialised model of each type)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sizes = dict(vocab_size=50, hidden_size=64, intermediate_size=96, num_hidden_layers=2)
+    cfg = AutoConfig.for_model(model_type, **sizes, num_attention_heads=4, num_key_value_heads=2)
+    cfg.bos_token_id = cfg.eos_token_id = cfg.pad_token_id = 0
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    ids = torch.randint(1, 50, (1, 40))
+    with torch.no_grad():
+        dense = model.generate(ids, max_new_tokens=3, do_sample=False, min_new_tokens=3)
+        with enable(model, PrismConfig(kappa=100_000)) as handle:
+            sparse = model.generate(ids, max_new_tokens=3, do_sample=False, min_new_tokens=3)
+    assert torch.equal(dense, sparse)
+    assert handle.calls["decode"] == 2 * 2 and handle.calls["dense_fallback"] == 0

@@ -382,20 +382,43 @@ def _eval(args: argparse.Namespace) -> None:
     _threads(args.threads)
     try:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise MissingDependencyError("transformers", package="prism-attn", extra="hf") from None
     from transformers.utils import logging as hf_logging
 
-    from prism_attn.hf import enable
+    from prism_attn.hf import MODEL_TYPES, enable
 
     hf_logging.disable_progress_bar()  # stderr stays for errors
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # no multi-line load report: what matters is checked below
     try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        model_type = getattr(config, "model_type", None)
+        if model_type not in MODEL_TYPES:  # checked before any (randomly initialised) model is built
+            raise InputError(
+                f"--model {args.model!r} is a {model_type!r} model; eval decodes Llama-family causal LMs "
+                f"(model_type {', '.join(MODEL_TYPES)})"
+            )
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path, config=config, local_files_only=True, attn_implementation="sdpa", output_loading_info=True
+        )
+    except InputError:
+        raise
     except Exception as exc:  # missing files, corrupt safetensors or config, shapes that do not match
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "ignore_mismatched_sizes" in first:  # its "above report" is silenced
+            first = "weights whose shapes do not match its config.json"
         raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({first})") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers fills them with random values and carries on
+        raise InputError(
+            f"--model {args.model!r}: {len(missing)} weight(s) are missing from the folder and would be "
+            f"randomly initialised (e.g. {missing[0]!r})"
+        )
     model.eval()
     ids = tok(prompt, return_tensors="pt").input_ids
     if ids.shape[1] == 0:

@@ -8,6 +8,12 @@ import itertools
 from prism_attn.config import PrismConfig
 from prism_attn.decoder import PrismDecoder
 
+# The Hugging Face ``model_type``s this integration decodes: Llama-architecture causal LMs whose attention
+# goes through ``AttentionInterface`` with a ``layer_idx`` per layer (tests/test_hf.py checks that each
+# decodes through Prism and, at a full budget, exactly as dense). Sliding-window layers are not
+# special-cased.
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
 _names = itertools.count()
 _ATTR = "_prism_attn_handle"
 
