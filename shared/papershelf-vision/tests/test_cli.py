@@ -103,3 +103,35 @@ def test_sample_refuses_bad_sizes_and_folders_without_leaving_one(tmp_path, caps
         assert word in capsys.readouterr().err
     assert not out.exists()
     assert main(["sample", "scene", "--dir", ""]) == 2
+
+
+def test_sample_refuses_dirs_that_cannot_be_written(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    for folder in ("/proc/x", "/proc/x/y", str(tmp_path / "afile"), str(tmp_path / "afile" / "sub")):
+        assert main(["sample", "scene", "-n", "1", "--dir", folder]) == 2, folder
+        err = capsys.readouterr().err
+        assert err.startswith("error: --dir") and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("preset", "patch", "word"),
+    [
+        ("micro-vit", {"dim": 0}, "dim"),
+        ("micro-vit", {"heads": 0}, "heads"),
+        ("micro-vit", {"mlp_ratio": -1}, "mlp_ratio"),
+        ("micro-vit", {"depth": "x"}, "depth"),
+        ("micro-resnet", {"widths": [0, 16, 16, 32]}, "widths[0]"),
+        ("micro-resnet", {"blocks": [1, 1]}, "blocks"),
+    ],
+)
+def test_eval_refuses_an_invalid_config_before_any_module(tmp_path, capsys, recwarn, preset, patch, word):
+    from papershelf_vision.models import build, save_model
+
+    save_model(build(preset), tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**cfg, **patch}))
+    assert main(["eval", str(tmp_path / "m"), "--no-baseline", "-n", "10", "--n-test", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and word in err and len(err.strip().splitlines()) == 1, err
+    assert not [w for w in recwarn if "zero-element" in str(w.message)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_choice, check_int, check_number
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,33 @@ class BackboneConfig:
     mlp_ratio: float = 4.0  # vit
     widths: tuple[int, ...] = (32, 64, 128, 256)  # resnet
     blocks: tuple[int, ...] = (1, 1, 1, 1)  # resnet
+
+    def __post_init__(self) -> None:
+        """Refuse a config no backbone can be built from, before any torch module exists (a zero width
+        made torch warn about empty tensors and then fail on a shape mismatch)."""
+        check_choice("arch", self.arch, ("vit", "resnet"))
+        vit = self.arch == "vit"
+        sizes = ("image_size", "patch_size", "dim", "depth", "heads") if vit else ("image_size",)
+        for name in sizes:  # integral floats from a JSON file become ints
+            object.__setattr__(self, name, check_int(name, getattr(self, name), low=1))
+        if vit:
+            check_number("mlp_ratio", self.mlp_ratio, low=0, low_open=True)
+            hidden = int(self.dim * self.mlp_ratio)
+            if self.image_size % self.patch_size or self.dim % self.heads or hidden < 1:
+                raise InputError(
+                    f"bad vit config: image_size ({self.image_size}) must be a multiple of patch_size "
+                    f"({self.patch_size}), dim ({self.dim}) a multiple of heads ({self.heads}), and "
+                    f"dim * mlp_ratio ({self.mlp_ratio}) at least 1"
+                )
+            return
+        for name in ("widths", "blocks"):  # one entry per stage (strides 1, 2, 2, 2)
+            value = getattr(self, name)
+            if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(value) != 4:
+                raise InputError(f"{name} must be 4 positive integers (one per resnet stage), got {value!r}")
+            value = tuple(check_int(f"{name}[{i}]", v, low=1) for i, v in enumerate(value))
+            object.__setattr__(self, name, value)
+        if self.image_size % 8:
+            raise InputError(f"image_size must be a multiple of 8 (resnet strides), got {self.image_size}")
 
 
 PRESETS: dict[str, BackboneConfig] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +54,16 @@ def write_samples(
     if size is not None:  # 0 is an error, not "the default"
         check_int("--size", size, low=MIN_SIZE.get(kind, 8))
     made = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:  # e.g. under /proc: the nearest existing parent passes the access check but takes no folder
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--dir {str(folder)!r} cannot be created ({exc.strerror or exc})") from None
     try:
+        try:  # a folder that exists but takes no files (/proc, /sys) is refused before anything is drawn
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe."):
+                pass
+        except OSError as exc:
+            raise InputError(f"--dir {str(folder)!r} cannot be written ({exc.strerror or exc})") from None
         return _write(kind, folder, n, seed, size)
     except BaseException:
         if made and not any(folder.iterdir()):  # leave no empty folder behind a refused request
