@@ -151,6 +151,34 @@ def test_merge_mismatched_adapters_exit_2(dirs, capsys):
     assert not (dirs / "o").exists()
 
 
+def test_merge_unwritable_out_exits_2(dirs, capsys):
+    (dirs / "file.txt").write_text("x")
+    for out in ["/proc/nonexistent/out", str(dirs / "file.txt" / "out")]:
+        args = ["merge", "--global", str(dirs / "g"), "--local", str(dirs / "l"), "--weight", "0.5"]
+        assert main([*args, "--out", out]) == 2, out
+        err = capsys.readouterr().err
+        assert err.startswith("error: --out") and len(err.strip().splitlines()) == 1, err
+    assert (dirs / "file.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("value", [1.5, -3.0, float("nan"), float("inf")])
+def test_merge_grad_corr_out_of_range_exits_2(dirs, capsys, value):
+    f = {k: torch.ones_like(v) for k, v in _adapter(0).items()}
+    save_fisher(dirs / "f.safetensors", f)
+    corr = {k: torch.full_like(v, 0.5) for k, v in f.items()}
+    corr["base_model.model.q.lora_B.weight"][0, 0] = value
+    save_fisher(dirs / "c.safetensors", corr)
+    args = ["merge", "--global", str(dirs / "g"), "--local", str(dirs / "l"), "--out", str(dirs / "o")]
+    args += ["--fisher-global", str(dirs / "f.safetensors"), "--fisher-local", str(dirs / "f.safetensors")]
+    assert main([*args, "--grad-corr", str(dirs / "c.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --grad-corr") and len(err.strip().splitlines()) == 1, err
+    assert not (dirs / "o").exists()
+    corr["base_model.model.q.lora_B.weight"][0, 0] = -1.0  # the ends of [-1, 1] are valid
+    save_fisher(dirs / "c.safetensors", corr)
+    assert main([*args, "--grad-corr", str(dirs / "c.safetensors")]) == 0
+
+
 def test_simulate_bad_skew_and_bench_quick(tmp_path, capsys):
     assert main(["simulate", "--skew", "zipf:1"]) == 2
     assert "--skew" in capsys.readouterr().err

@@ -133,7 +133,8 @@ def correlation(gf: torch.Tensor, gl: torch.Tensor, eps: float = 1e-30) -> torch
     """Uncentred per-coordinate correlation of two (n, ...) stacks of per-sample gradients."""
     num = (gf * gl).sum(0)
     den = torch.sqrt((gf**2).sum(0) * (gl**2).sum(0))
-    return torch.where(den > eps, num / den.clamp_min(eps), torch.zeros_like(num))
+    rho = torch.where(den > eps, num / den.clamp_min(eps), torch.zeros_like(num))
+    return rho.clamp(-1.0, 1.0)  # Cauchy-Schwarz bounds it; clamping removes float rounding past ±1
 
 
 def fisher_and_correlation(

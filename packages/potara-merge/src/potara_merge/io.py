@@ -10,7 +10,7 @@ import torch
 
 from papershelf.errors import InputError, check_number
 from potara_merge.lora import canonical_key, load_adapter, lora_modules, merge_lora, save_adapter
-from potara_merge.weights import global_traces, module_traces
+from potara_merge.weights import check_correlation, global_traces, module_traces
 
 
 def save_fisher(path: str | os.PathLike[str], fisher: Mapping[str, torch.Tensor], prefix: str = "") -> None:
@@ -76,6 +76,8 @@ def merge_adapter_dirs(
                         f"{name}: entry {k!r} has shape {tuple(src[k].shape)}, "
                         f"the adapter's is {tuple(fed[k].shape)}"
                     )
+                if name == "--grad-corr" and k in src:
+                    check_correlation("--grad-corr entry", k, src[k])
         same = {k: fed[k] == loc[k] for k in fed if k in loc and fed[k].shape == loc[k].shape}
         traces = module_traces(ff, fl, groups, corr=corr, damping=damping, same=same)
         total = global_traces(traces)

@@ -251,8 +251,14 @@ def save_adapter(path: str | os.PathLike[str], state: Mapping[str, torch.Tensor]
     dest = Path(path)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise InputError(f"--out {str(path)!r} exists and is not an empty folder")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:  # e.g. a parent under /proc, or below an existing regular file
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            why = "a parent of it is a file, not a folder"
+        raise InputError(f"--out {str(path)!r}: cannot create a folder there ({why})") from None
     try:
         save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / ADAPTER_WEIGHTS))
         (tmp / ADAPTER_CONFIG).write_text(

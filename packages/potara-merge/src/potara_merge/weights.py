@@ -92,6 +92,21 @@ def _finite(name: str, key: str, t: torch.Tensor) -> None:
         raise InputError(f"{name} for {key!r} has negative entries; a diagonal Fisher is >= 0")
 
 
+CORR_SLACK = 1e-5  # float rounding: a correlation computed as num / den can exceed 1 by a few ulps
+
+
+def check_correlation(name: str, key: str, t: torch.Tensor) -> None:
+    """A per-coordinate correlation must be finite and in [-1, 1] (up to :data:`CORR_SLACK`)."""
+    t = t.double()  # also an integer or bool tensor from a user's file
+    if not torch.isfinite(t).all():
+        raise InputError(f"{name} for {key!r} contains NaN or inf")
+    if t.numel() and float(t.abs().max()) > 1 + CORR_SLACK:
+        lo, hi = float(t.min()), float(t.max())
+        raise InputError(
+            f"{name} for {key!r} must be in [-1, 1] (a correlation), got values in [{lo:g}, {hi:g}]"
+        )
+
+
 def module_traces(
     fisher_fed: Mapping[str, torch.Tensor],
     fisher_loc: Mapping[str, torch.Tensor],
@@ -137,8 +152,7 @@ def module_traces(
         if corr is not None:
             if n not in corr:
                 raise InputError(f"corr has no entry for parameter {n!r}")
-            if not torch.isfinite(corr[n]).all():
-                raise InputError(f"gradient correlation for {n!r} contains NaN or inf")
+            check_correlation("gradient correlation", n, corr[n])
         if same is not None and n in same and same[n].shape != fisher_fed[n].shape:
             raise InputError(f"same-mask shape differs from the Fisher's for {n!r}")
 
