@@ -94,6 +94,19 @@ def _mean(xs) -> float:
     return float(np.mean(xs))
 
 
+def accuracy_barrier(acc_vs_lambda: dict[float, float]) -> float:
+    """Largest drop (points) of the accuracy along the merge path below the chord between its endpoints:
+    ``max_λ [(1 − λ) acc(0) + λ acc(1) − acc(λ)]``, floored at 0.
+
+    Linear mode connectivity (the premise of Potara's bound) means no barrier: every merge is at least as
+    good as the chord. A large barrier means the two adapters sit in different basins, and then no λ
+    inside (0, 1) can be trusted, whatever the variance traces say."""
+    if 0.0 not in acc_vs_lambda or 1.0 not in acc_vs_lambda:
+        raise InputError("accuracy_barrier needs the accuracies at λ = 0 and λ = 1")
+    a0, a1 = acc_vs_lambda[0.0], acc_vs_lambda[1.0]
+    return max(0.0, max((1 - lam) * a0 + lam * a1 - acc for lam, acc in acc_vs_lambda.items()))
+
+
 def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     """One seed of every method on one federation; accuracies are means over clients (in %)."""
     cfg.validate()
@@ -298,6 +311,11 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
                 "lambda_heldout_loss": lam_loss[i],
                 "acc_potara": per_client[i],
                 "acc_vs_lambda": {lam: grid[lam][i] for lam in cfg.grid},
+                "barrier": (
+                    accuracy_barrier({lam: grid[lam][i] for lam in cfg.grid})
+                    if {0.0, 1.0} <= set(cfg.grid)
+                    else float("nan")
+                ),
             }
         )
     if cfg.diagnose:
@@ -467,7 +485,8 @@ def diagnosis_lines(result: dict) -> list[str]:
     groups = {"task 0": [d for d in ds if d["task"] == 0], "tasks != 0": [d for d in ds if d["task"] != 0]}
     lines = [
         "diagnosis (means over clients x seeds): λ* [min, max], a/b, c/min(a,b), held-out CE of the "
-        "federated / local endpoint, λ from held-out CE, accuracy at λ = 0 / 0.5 / 1"
+        "federated / local endpoint, λ from held-out CE, accuracy at λ = 0 / 0.5 / 1, accuracy barrier "
+        "along the merge path (points below the chord; 0 = linearly connected)"
     ]
     for name, g in groups.items():
         if not g:
@@ -481,7 +500,8 @@ def diagnosis_lines(result: dict) -> list[str]:
             f"CE fed {_mean([d['loss_fed'] for d in g]):.2f} "
             f"/ local {_mean([d['loss_local'] for d in g]):.2f}, "
             f"λ_CE {_mean([d['lambda_heldout_loss'] for d in g]):.3f}, "
-            f"acc {acc[0.0]:.1f} / {acc[0.5]:.1f} / {acc[1.0]:.1f}"
+            f"acc {acc[0.0]:.1f} / {acc[0.5]:.1f} / {acc[1.0]:.1f}, "
+            f"barrier {_mean([d.get('barrier', float('nan')) for d in g]):.1f}"
         )
     return lines
 
