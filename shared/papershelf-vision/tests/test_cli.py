@@ -135,3 +135,14 @@ def test_eval_refuses_an_invalid_config_before_any_module(tmp_path, capsys, recw
     err = capsys.readouterr().err
     assert err.startswith("error: ") and word in err and len(err.strip().splitlines()) == 1, err
     assert not [w for w in recwarn if "zero-element" in str(w.message)]
+
+
+def test_sample_seed_is_the_first_items_index_for_indexed_kinds(tmp_path):
+    """`--seed S -n 1` writes item S of the `--seed 0 -n S+1` run (documented in --help)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["sample", "digits", "--dir", str(a), "-n", "3", "--size", "16"]) == 0
+    assert main(["sample", "digits", "--dir", str(b), "-n", "1", "--size", "16", "--seed", "2"]) == 0
+    (third,) = sorted(b.glob("digit0_*.png"))
+    (same,) = sorted(a.glob("digit2_*.png"))
+    assert third.name.split("_")[1] == same.name.split("_")[1]
+    assert third.read_bytes() == same.read_bytes()

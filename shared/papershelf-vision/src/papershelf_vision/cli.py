@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from papershelf.cli import App, arg
+from papershelf.cli import App, arg, seed_value
 from papershelf.errors import InputError, check_int
 from papershelf.repro import check_output_path, check_outputs
 from papershelf_vision import __version__
@@ -140,8 +140,15 @@ def _eval(args: argparse.Namespace) -> None:
             "-n", type=int, default=4, help="how many samples (default 4; corruptions: one scene, every kind)"
         ),
         arg("--size", type=int, default=None, help="image side in pixels (default per kind)"),
+        arg(
+            "--seed",
+            type=seed_value,
+            default=0,
+            help="scene, ir, sparse and digits: the index of the first item (items seed .. seed+n-1, so "
+            "each item is the same whatever n); objects, photos and corruptions: the generator's seed "
+            "(default 0)",
+        ),
     ],
-    common=["seed"],
 )
 def _sample(args: argparse.Namespace) -> None:
     from papershelf_vision.samples import write_samples
