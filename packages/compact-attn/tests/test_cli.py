@@ -51,6 +51,8 @@ def test_the_stride_rule_binds_the_antidiagonal_selector_only():
         (["eval", "--model", "/no/such/folder"], "--model"),
         (["bench", "--quick", "--n", "4096"], "--quick"),  # not silently run at the quick size
         (["bench", "--quick", "--accuracy"], "--accuracy"),
+        (["eval", "--model", "/no/such/folder", "--decode", "sparse"], "--decode"),
+        (["reproduce", "--task-protocol", "answer-only", "--lengths"], "--task-protocol"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):

@@ -53,3 +53,33 @@ def test_batch_of_two_is_refused(model_and_ids):
     model, ids, _ = model_and_ids
     with pytest.raises(InputError, match="batch size 1"):
         ChunkedPrefill(model, DenseAttention(), chunk=64).prefill(ids.expand(2, -1))
+
+
+def test_teacher_forced_decoding_equals_the_whole_prefill_for_dense(model_and_ids):
+    """prefill(prompt) + one token per step over the same cache = prefill(everything), per position."""
+    model, ids, s = model_and_ids
+    p = s.prompt_length
+    whole = ChunkedPrefill(model, DenseAttention(), chunk=64, page_size=16).prefill(ids)
+    runner = ChunkedPrefill(model, DenseAttention(), chunk=64, page_size=16)
+    head = runner.prefill(ids[:, :p], extra_tokens=ids.shape[1] - p)
+    tail = runner.continue_logits(ids[:, p:], p)
+    torch.testing.assert_close(torch.cat([head, tail], 1), whole, atol=2e-4, rtol=1e-4)
+
+
+def test_decode_steps_are_dense_by_default_and_through_the_method_on_request(model_and_ids):
+    model, ids, s = model_and_ids
+    prompt = ids[:, : s.prompt_length]
+    method = CompactAttention(AntidiagonalSelector(budget=0.25, stride=4))
+    runner = ChunkedPrefill(model, method, chunk=64, page_size=16)
+    runner.generate(prompt, 3)
+    n_prefill = len(runner.fractions) - 2 * len(model.model.layers)  # 2 decode steps × layers
+    assert min(runner.fractions[:n_prefill]) < 0.6 and runner.fractions[n_prefill:] == [1.0] * (
+        len(runner.fractions) - n_prefill
+    )
+    assert runner.method is method  # restored after the dense decode steps
+    runner.generate(prompt, 3, decode="method")
+    assert min(runner.fractions[n_prefill:]) < 1.0
+    with pytest.raises(InputError, match="decode"):
+        runner.generate(prompt, 3, decode="sparse")
+    with pytest.raises(InputError, match="needs a prefill"):
+        ChunkedPrefill(model, method).continue_logits(prompt, 0)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from compact_attn import __version__
 from papershelf.cli import App, arg, check_threads
-from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
+from papershelf.errors import InputError, MissingDependencyError, check_choice, check_int, check_number
 from papershelf.repro import check_output_path
 
 app = App(
@@ -238,11 +238,24 @@ def _accuracy_records(args) -> list[dict]:
     args=[
         arg("--model", default="tiny-m", help="testbed checkpoint for recall/error (default tiny-m)"),
         arg("--task-model", default="tiny-s", help="testbed checkpoint for task accuracy (default tiny-s)"),
-        arg("--lengths", type=int, nargs="+", default=[8192, 16384], help="contexts for recall/error"),
+        arg(
+            "--lengths",
+            type=int,
+            nargs="*",
+            default=[8192, 16384],
+            help="contexts for recall/error (none: task accuracy only)",
+        ),
         arg("--budgets", type=float, nargs="+", default=[0.0625, 0.125, 0.25, 0.5]),
         arg("--task-lengths", type=int, nargs="+", default=[1024, 2048, 4096]),
         arg("--tasks", nargs="+", default=["passkey", "niah", "vartrack"]),
         arg("--samples", type=int, default=10, help="task samples per cell (default 10)"),
+        arg(
+            "--task-protocol",
+            default="prefill",
+            help="prefill: the answer is prefilled with the prompt (default); decode-dense: the prompt is "
+            "chunk-prefilled with the method, the answer decoded with dense attention (a serving engine); "
+            "decode-method: the decode steps through the method too",
+        ),
         arg("--chunks", type=int, default=1, help="last chunks scored per layer for recall (default 1)"),
         arg("--threads", type=int, default=1),
         arg("--plot", default=None, metavar="FILE.png", help="recall / error curves (needs matplotlib)"),
@@ -251,8 +264,9 @@ def _accuracy_records(args) -> list[dict]:
     common=("out",),
 )
 def _reproduce(args: argparse.Namespace) -> None:
-    from compact_attn.experiments import need_testbed, task_accuracy, testbed_curves
+    from compact_attn.experiments import TASK_PROTOCOLS, need_testbed, task_accuracy, testbed_curves
 
+    check_choice("--task-protocol", args.task_protocol, TASK_PROTOCOLS)
     lm = need_testbed()
     _check_sel(args)
     _threads(args.threads)
@@ -272,9 +286,9 @@ def _reproduce(args: argparse.Namespace) -> None:
     result: dict = {
         "model": args.model, "task_model": args.task_model, "chunk": args.chunk, "block": args.block,
         "stride": args.stride, "rule": args.rule, "sink": args.sink, "pool": args.pool, "curves": [],
-        "tasks": [],
+        "tasks": [], "task_protocol": args.task_protocol,
     }  # fmt: skip
-    model, _ = lm.load(args.model)
+    model, _ = lm.load(args.model) if args.lengths else (None, None)
     for n in args.lengths:
         c = testbed_curves(
             model,
@@ -320,12 +334,19 @@ def _reproduce(args: argparse.Namespace) -> None:
     for task in args.tasks:
         for n in args.task_lengths:
             acc = task_accuracy(
-                tmodel, task, n, factories, chunk=args.chunk, block=args.block, samples=samples
+                tmodel,
+                task,
+                n,
+                factories,
+                chunk=args.chunk,
+                block=args.block,
+                samples=samples,
+                protocol=args.task_protocol,
             )
             result["tasks"].append({"task": task, "n": n, "samples": samples, **acc})
             rows.append([task, n, *(acc[m] for m in factories)])
             print(f"  {task} n={n}: " + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()), flush=True)
-    setup = f"chunk {args.chunk}, block {args.block}, budget {args.budget:g}"
+    setup = f"chunk {args.chunk}, block {args.block}, budget {args.budget:g}, protocol {args.task_protocol}"
     print(f"\n{args.task_model}, chunked prefill ({setup}), greedy accuracy over {samples} held-out samples:")
     print(_table(["task", "n", *factories], rows))
     result["seconds"] = time.time() - started
@@ -379,6 +400,11 @@ def _plot(result: dict, path: str) -> None:
         arg("--prompt-file", default=None, metavar="FILE.txt", help="UTF-8 prompt (default: built-in text)"),
         arg("--new-tokens", type=int, default=16),
         arg(
+            "--decode",
+            default="dense",
+            help="decode steps after the prefill: dense (default, as a serving engine) or method",
+        ),
+        arg(
             "--max-tokens", type=int, default=None, help="truncate the prompt (default: the model's context)"
         ),
         arg("--selector", choices=["antidiagonal", "meanpool"], default="antidiagonal"),
@@ -387,6 +413,7 @@ def _plot(result: dict, path: str) -> None:
     ],
 )
 def _eval(args: argparse.Namespace) -> None:
+    check_choice("--decode", args.decode, ("dense", "method"))
     path = Path(args.model)
     if not path.is_dir():
         raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
@@ -450,7 +477,9 @@ def _eval(args: argparse.Namespace) -> None:
           f"next-token argmax agreement {agree:.4f}")  # fmt: skip
     with torch.no_grad():
         d = ChunkedPrefill(model, DenseAttention(), chunk=args.chunk, page_size=args.block).generate(ids, new)
-        c = ChunkedPrefill(model, compact, chunk=args.chunk, page_size=args.block).generate(ids, new)
+        c = ChunkedPrefill(model, compact, chunk=args.chunk, page_size=args.block).generate(
+            ids, new, decode=args.decode
+        )
     same = int((d[0] == c[0]).cumprod(0).sum())
     print(f"dense  : {tok.decode(d[0])!r}")
     print(f"compact: {tok.decode(c[0])!r}")

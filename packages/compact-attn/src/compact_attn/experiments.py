@@ -13,7 +13,7 @@ from compact_attn.baselines import DenseAttention, PerHeadBlockSparse, QuokaAtte
 from compact_attn.compact import CompactAttention
 from compact_attn.paged import PagedKVCache
 from compact_attn.selectors import make_selector
-from papershelf.errors import MissingDependencyError
+from papershelf.errors import MissingDependencyError, check_choice
 
 
 def need_testbed():
@@ -190,10 +190,19 @@ def testbed_curves(model, n: int, budgets, *, chunk=512, block=64, stride=8, sam
 
 
 # ---- task accuracy under chunked prefill ---------------------------------------------------------------
+TASK_PROTOCOLS = ("prefill", "decode-dense", "decode-method")
+
+
 def task_accuracy(model, task: str, n: int, method_factories: dict, *, chunk=512, block=64, samples=10,
-                  seed=10_000) -> dict:  # fmt: skip
-    """Greedy (teacher-forced) accuracy of ``task`` at length n for each method, the whole sample
-    prefilled in chunks over the paged cache (the exact greedy-decoding condition of the testbed)."""
+                  seed=10_000, protocol: str = "prefill") -> dict:  # fmt: skip
+    """Greedy (teacher-forced) accuracy of ``task`` at length n for each method.
+
+    ``protocol``: ``"prefill"`` — the whole sample (answer included) prefilled in chunks over the paged
+    cache, so the answer tokens are queries of the last chunk; ``"decode-dense"`` — the prompt prefilled in
+    chunks with the method, then the answer fed one token per step with dense attention over the same
+    cache (how a serving engine uses a chunked-prefill attention); ``"decode-method"`` — the same with the
+    decode steps through the method as one-token chunks. All three score exactly the condition under which
+    greedy decoding produces the answer."""
     import numpy as np
 
     need_testbed()
@@ -201,6 +210,7 @@ def task_accuracy(model, task: str, n: int, method_factories: dict, *, chunk=512
 
     from compact_attn.hf import ChunkedPrefill
 
+    check_choice("protocol", protocol, TASK_PROTOCOLS)
     acc = {}
     for name, factory in method_factories.items():
         scores = []
@@ -211,7 +221,14 @@ def task_accuracy(model, task: str, n: int, method_factories: dict, *, chunk=512
                 else generate(task, n, seed + i)
             )
             runner = ChunkedPrefill(model, factory(), chunk=chunk, page_size=block)
-            logits = runner.prefill(torch.from_numpy(s.ids)[None])[0]
+            ids = torch.from_numpy(s.ids)[None]
+            if protocol == "prefill":
+                logits = runner.prefill(ids)[0]
+            else:
+                p = s.prompt_length
+                head = runner.prefill(ids[:, :p], extra_tokens=ids.shape[1] - p)
+                tail = runner.continue_logits(ids[:, p:], p, decode=protocol.removeprefix("decode-"))
+                logits = torch.cat([head, tail], 1)[0]
             pred = np.full(s.ids.shape, -1, dtype=np.int64)
             pred[1:] = logits[:-1].argmax(-1).numpy()
             scores.append(score(s, pred))

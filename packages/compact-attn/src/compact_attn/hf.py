@@ -17,7 +17,9 @@ import torch
 
 from compact_attn.paged import PagedKVCache
 from compact_attn.prefill import chunk_spans
-from papershelf.errors import InputError, check_int
+from papershelf.errors import InputError, check_choice, check_int
+
+DECODE_MODES = ("dense", "method")  # what the decode steps after a chunked prefill go through
 
 _names = itertools.count()
 
@@ -101,15 +103,48 @@ class ChunkedPrefill:
                 logits.append(self._run(ids[:, s:e], s))
         return torch.cat(logits, 1)
 
-    def generate(self, input_ids, max_new_tokens: int) -> torch.Tensor:
-        """Greedy continuation (1, new): chunked prefill, then one token per step over the same cache."""
+    def generate(self, input_ids, max_new_tokens: int, *, decode: str = "dense") -> torch.Tensor:
+        """Greedy continuation (1, new): chunked prefill with the method, then one token per step over the
+        same cache. ``decode="dense"`` (default): the decode steps read the whole cache, as a serving
+        engine runs a chunked-prefill attention for the prefill only; ``decode="method"``: every decode
+        step goes through the method too, as a one-token chunk (the antidiagonal selector then scores a
+        single query against 1/stride of the keys, and retrieval suffers: README, "Task accuracy")."""
         new = check_int("max_new_tokens", max_new_tokens, low=1)
+        check_choice("decode", decode, DECODE_MODES)
         logits = self.prefill(input_ids, extra_tokens=new)
         n = logits.shape[1]
         tok = logits[:, -1].argmax(-1, keepdim=True)
         out = [tok]
-        with _routed(self.model, self._attention), torch.no_grad():
+        with self._decoding(decode), torch.no_grad():
             for i in range(new - 1):
                 tok = self._run(tok, n + i)[:, -1].argmax(-1, keepdim=True)
                 out.append(tok)
         return torch.cat(out, 1)
+
+    def continue_logits(self, input_ids, start: int, *, decode: str = "dense") -> torch.Tensor:
+        """Logits (1, M, vocab) of ``input_ids`` (1, M) fed one token per step after a :meth:`prefill` of
+        ``start`` tokens (made with ``extra_tokens >= M``): teacher-forced decoding, the condition under
+        which greedy generation reproduces these tokens."""
+        check_choice("decode", decode, DECODE_MODES)
+        if self.cache is None:
+            raise InputError("continue_logits needs a prefill first")
+        ids = torch.as_tensor(input_ids)
+        out = []
+        with self._decoding(decode), torch.no_grad():
+            for i in range(ids.shape[1]):
+                out.append(self._run(ids[:, i : i + 1], start + i))
+        return torch.cat(out, 1)
+
+    @contextmanager
+    def _decoding(self, decode: str):
+        """Route decode steps through the method or, for ``"dense"``, through dense attention."""
+        method = self.method
+        if decode == "dense":
+            from compact_attn.baselines import DenseAttention
+
+            self.method = DenseAttention()
+        try:
+            with _routed(self.model, self._attention):
+                yield
+        finally:
+            self.method = method
