@@ -4,7 +4,7 @@ Standard library (plus tqdm) at import; numpy and torch are touched only inside 
 need them, and only when they are installed.
 
 Modules: :mod:`errors`, :mod:`cli`, :mod:`bench`, :mod:`repro`, :mod:`device`, :mod:`progress`,
-:mod:`testing` (the last one needs pytest and is meant for test suites).
+:mod:`hf_folder`, :mod:`testing` (the last one needs pytest and is meant for test suites).
 """
 
 from papershelf.errors import ConfigError, InputError, MissingDependencyError, PapershelfError
