@@ -136,3 +136,34 @@ def test_cli_missing_files(tmp_path, capsys):
     bad = _write(tmp_path / "bad.json", '{"format": "other"}')
     assert main(["leaderboard", "--model", bad]) == 2
     assert "not a tenfac-eval model file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["models"].pop(0), "must hold 240 indices in \\[0, 3\\)|phi has shape"),  # ids vs rows
+        (lambda d: d.update(theta=-1), "theta has shape"),
+        (lambda d: d.update(phi=[]), "phi has shape"),
+        (lambda d: d["psi"][0].__setitem__(0, None), "psi holds NaN"),
+        (lambda d: d.update(auto_scale="x"), "auto_scale must be"),
+        (lambda d: d.update(raters=["a", "a", "b"]), "raters repeats an id"),
+        (lambda d: d.update(rank="x"), "rank must be an integer"),
+        (lambda d: d.update(active=[0, 99]), "active must list"),
+        (lambda d: d["human_obs"]["a"].__setitem__(0, 10**6), "human_obs.a must hold"),
+    ],
+)
+def test_a_hand_edited_model_file_is_one_error(small, tmp_path, capsys, edit, message):
+    import json
+
+    sim, model = small
+    cal, _ = split_human(sim.human_all, 0.5, seed=0)
+    path = tmp_path / "m.json"
+    model.calibrate(cal).save(path)
+    d = json.loads(path.read_text())
+    edit(d)
+    path.write_text(json.dumps(d))
+    with pytest.raises(InputError, match=message):
+        TenFac.load(path)
+    path.write_text("[1, 2, 3]")  # JSON, but not an object
+    assert main(["leaderboard", "--model", str(path)]) == 2
+    assert "not a tenfac-eval model file" in capsys.readouterr().err

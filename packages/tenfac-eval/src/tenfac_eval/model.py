@@ -524,7 +524,7 @@ class TenFac:
             raise InputError(f"model file {str(p)!r} does not exist")
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
-            if d.get("format") != "tenfac-eval/1":
+            if not isinstance(d, dict) or d.get("format") != "tenfac-eval/1":
                 raise KeyError("format")
             m = cls(d["rank"], l2=d["l2"], seed=d["seed"])
             m.prompts_, m.models_, m.raters_ = d["prompts"], d["models"], d["raters"]
@@ -539,8 +539,11 @@ class TenFac:
                 m.active_, m.cov_h_ = np.asarray(d["active"], np.int64), np.asarray(d["cov_h"], float)
                 ho = {k: np.asarray(d["human_obs"][k], np.int64) for k in ("p", "a", "b", "y")}
                 m._human_obs = Obs(ho["p"], ho["a"], ho["b"], np.zeros_like(ho["p"]), ho["y"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
             raise InputError(f"{p.name} is not a tenfac-eval model file") from None
+        problem = _state_problem(m)
+        if problem:
+            raise InputError(f"{p.name} is a corrupt tenfac-eval model file: {problem}")
         return m
 
     def _require_pretrained(self) -> None:
@@ -551,6 +554,61 @@ class TenFac:
         self._require_pretrained()
         if not hasattr(self, "psi_h_"):
             raise InputError("the model has no human head; call calibrate() (stage 2) first")
+
+
+def _state_problem(m: TenFac) -> str | None:
+    """What is inconsistent in a loaded model's blocks, or ``None``: every id list, block shape, scale
+    and index range is checked, so a hand-edited file fails here, not as a silent misalignment of ids
+    and rows (or an IndexError) later."""
+    if isinstance(m.rank, bool) or not isinstance(m.rank, int) or not 0 <= m.rank <= 64:
+        return f"rank must be an integer in [0, 64], got {m.rank!r}"
+    if isinstance(m.l2, bool) or not isinstance(m.l2, (int, float)) or not 0 <= m.l2 < math.inf:
+        return f"l2 must be a finite number >= 0, got {m.l2!r}"
+    if isinstance(m.seed, bool) or not isinstance(m.seed, int) or m.seed < 0:
+        return f"seed must be an integer >= 0, got {m.seed!r}"
+    if hasattr(m, "psi_h_") and not isinstance(m.human_rater_, str):
+        return "human_rater must be a string"
+    ids = {"prompts": m.prompts_, "models": m.models_, "raters": m.raters_}
+    for name, values in ids.items():
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            return f"{name} must be a non-empty list of id strings"
+        if len(set(values)) != len(values):
+            return f"{name} repeats an id"
+    C = m.rank + 2
+    P, M, R = len(m.prompts_), len(m.models_), len(m.raters_)
+    scales = {"auto_scale": m.auto_scale_}
+    if hasattr(m, "psi_h_"):
+        scales["human_scale"] = m.human_scale_
+    for name, scale in scales.items():
+        try:
+            v = np.asarray(scale, float)
+        except (TypeError, ValueError):
+            return f"{name} must be at least two increasing numbers"
+        if v.ndim != 1 or v.size < 2 or not np.all(np.isfinite(v)) or np.any(np.diff(v) <= 0):
+            return f"{name} must be at least two increasing numbers"
+    shapes = {
+        "theta": (m.theta_, (P, C)),
+        "phi": (m.phi_, (M, C)),
+        "psi": (m.psi_, (R, C)),
+        "tau_raw": (m.tau_raw_, (R, len(m.auto_scale_) - 1)),
+    }
+    if hasattr(m, "psi_h_"):
+        Lh, A = len(m.human_scale_), m.active_.size
+        shapes.update(psi_h=(m.psi_h_, (C,)), tau_h=(m.tau_h_, (Lh - 1,)))
+        shapes.update(cov_h=(m.cov_h_, (A + Lh - 1,) * 2))
+        if m.active_.ndim != 1 or np.any((m.active_ < 0) | (m.active_ >= C)):
+            return f"active must list feature columns in [0, {C})"
+        o = m._human_obs
+        bounds = {"p": (o.p, 0, P), "a": (o.a, 0, M), "b": (o.b, -1, M), "y": (o.y, 0, Lh)}
+        for key, (col, low, high) in bounds.items():
+            if col.ndim != 1 or col.size != o.p.size or np.any((col < low) | (col >= high)):
+                return f"human_obs.{key} must hold {o.p.size} indices in [{low}, {high})"
+    for name, (block, shape) in shapes.items():
+        if block.shape != shape:
+            return f"{name} has shape {block.shape}, expected {shape}"
+        if not np.all(np.isfinite(block)):
+            return f"{name} holds NaN or infinite values"
+    return None
 
 
 def _check_known(col: np.ndarray, table: Mapping[str, int], label: str, what: str) -> None:
