@@ -47,6 +47,9 @@ def test_validation_errors():
         Instance.from_lists(["a", "b"], [])
     with pytest.raises(InputError, match="class_names"):
         Instance.from_lists([0, 1], [], class_names=["x"], n_classes=2)
+    for bad in (-1, 2.5, "ab"):  # from a hand-edited instance file: one error, not a TypeError
+        with pytest.raises(InputError, match="class_names must be a list"):
+            Instance.from_lists([0, 1], [], class_names=bad)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".npz"])

@@ -70,6 +70,8 @@ class Instance:
         if labels.min() < 0:
             raise InputError(f"agent_class has a negative label {int(labels.min())}; labels are 0, 1, ...")
         if class_names is not None:
+            if isinstance(class_names, (str, bytes)) or not isinstance(class_names, (Sequence, np.ndarray)):
+                raise InputError(f"class_names must be a list of names, got {type(class_names).__name__}")
             class_names = tuple(str(c) for c in class_names)
             if n_classes is None:
                 n_classes = len(class_names)
