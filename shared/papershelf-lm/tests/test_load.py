@@ -52,7 +52,7 @@ def test_weights_that_do_not_match_the_config_are_an_error(micro_run, tmp_path):
     config = json.loads((micro_run / "config.json").read_text())
     config["num_hidden_layers"] += 1  # weights for a layer that is not there
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(InputError, match=r"does not match|cannot load"):
+    with pytest.raises(InputError, match=r"does not match|cannot load|weights hold 2 layers"):
         load(tmp_path)
 
 
@@ -110,3 +110,40 @@ def test_lengths_far_beyond_the_context_are_refused_and_extrapolation_is_flagged
     assert "extrapolation" not in next(x for x in lines if x.startswith("mqar") and " 64 " in x)
     assert main(["eval", str(micro_run), "--lengths", "4096", "-n", "1"]) == 2
     assert "far beyond" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"num_hidden_layers": 10**9}, "num_hidden_layers = 1000000000"),
+        ({"hidden_size": 10**6}, "does not belong to these weights"),
+        ({"vocab_size": "x"}, "vocab_size must be a positive integer"),
+    ],
+)
+def test_a_corrupt_config_is_refused_before_the_model_is_built(micro_run, tmp_path, edit, message):
+    # from_pretrained would first allocate the model the config describes (10^9 layers: all the memory)
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((micro_run / name).read_bytes())
+    config = {**json.loads((micro_run / "config.json").read_text()), **edit}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=message):
+        load(tmp_path)
+
+
+def test_shipped_checkpoints_pass_the_config_check():
+    from papershelf_lm.model import CHECKPOINTS
+
+    from papershelf.hf_folder import check_config_fits_weights
+
+    for folder in sorted(p for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file()):
+        check_config_fits_weights(folder)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00", b"[1, 2]"])
+def test_train_config_that_is_not_a_json_object_is_one_error(tmp_path, capsys, content):
+    path = tmp_path / "c.json"
+    path.write_bytes(content)
+    assert main(["train", "--preset", "micro", "--out", str(tmp_path / "run"), "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --config"), err
+    assert not (tmp_path / "run").exists()

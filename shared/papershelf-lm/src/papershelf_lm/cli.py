@@ -40,8 +40,11 @@ def _train(args: argparse.Namespace) -> None:
         try:
             with open(args.config, encoding="utf-8") as handle:
                 overrides = json.load(handle)
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"--config: {exc}") from None
+    if not isinstance(overrides, dict):
+        kind = type(overrides).__name__
+        raise InputError(f"--config must hold a JSON object of TrainConfig fields, got {kind}")
     try:
         config = TrainConfig(preset=args.preset, **overrides)
     except TypeError as exc:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from papershelf.errors import InputError
+from papershelf.hf_folder import check_config_fits_weights
 from papershelf_lm.tokenizer import BOS, EOS, PAD, VOCAB_SIZE
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
@@ -112,6 +113,7 @@ def load(name: str | Path, *, dtype=None):
     weights = folder / "model.safetensors"
     if not (folder / "config.json").is_file() or not weights.is_file():
         raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
+    check_config_fits_weights(folder)  # before from_pretrained allocates what a corrupt config says
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a per-tensor loading bar on every load is noise; restored below
     try:
