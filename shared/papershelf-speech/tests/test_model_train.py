@@ -134,6 +134,29 @@ def test_load_refuses_missing_truncated_or_mismatched_weights(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"layers": 10**9}, "1000000000 layers in config.json, 2 in the weights"),
+        ({"d_model": 10**9}, "does not match"),
+        ({"ff_mult": 10**9}, "does not match"),
+        ({"heads": 0}, "heads must be a positive integer"),
+        ({"dropout": "x"}, "dropout must be a number"),
+        ({"feature_std": None}, "feature_std must be a list"),
+        ([1, 2], "cannot load"),
+    ],
+)
+def test_a_corrupt_config_is_refused_before_the_model_is_built(tmp_path, edit, message):
+    # each of these used to build (or try to allocate) the model the config describes, or raise a
+    # TypeError/ZeroDivisionError; 10^9 layers would have taken the machine's memory
+    save_model(build_model("micro"), tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    config = edit if isinstance(edit, list) else {**json.loads(path.read_text()), **edit}
+    path.write_text(json.dumps(config))
+    with pytest.raises(InputError, match=message):
+        load(tmp_path / "m")
+
+
+@pytest.mark.parametrize(
     "field, value, message",
     [
         ("lr", "abc", "lr must be a number"),

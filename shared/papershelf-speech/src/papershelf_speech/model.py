@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from papershelf.errors import InputError
+from papershelf.hf_folder import safetensors_shapes
 from papershelf_speech.audio import N_MELS
 from papershelf_speech.text import ALPHABET, VOCAB_SIZE, decode
 
@@ -48,6 +49,24 @@ class EncoderConfig:
     feature_std: list = field(default_factory=lambda: [1.0] * N_MELS)
 
     def validate(self) -> None:
+        sizes = ("d_model", "layers", "heads", "ff_mult", "conv_kernel", "subsample", "n_mels", "vocab_size")
+        for name in sizes:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        dropout = self.dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise InputError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        if not isinstance(self.alphabet, str) or len(self.alphabet) != self.vocab_size:  # blank included
+            raise InputError(f"alphabet must be a string of vocab_size = {self.vocab_size} characters")
+        for name in ("feature_mean", "feature_std"):
+            values = getattr(self, name)
+            ok = isinstance(values, list) and len(values) == self.n_mels
+            ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            if not ok or not all(math.isfinite(v) for v in values):
+                raise InputError(f"{name} must be a list of n_mels = {self.n_mels} finite numbers")
+        if min(self.feature_std) <= 0:
+            raise InputError("feature_std must be positive")
         if self.d_model % self.heads:
             raise InputError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if self.layers < 1 or self.subsample < 1 or self.conv_kernel % 2 == 0:
@@ -271,22 +290,47 @@ def load(name: str | Path = DEFAULT_CHECKPOINT) -> SpeechEncoder:
     if not config_path.is_file() or not weights.is_file():
         raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
     try:
-        config = EncoderConfig(**json.loads(config_path.read_text()))
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+        config = EncoderConfig(**raw)
+    except Exception as exc:  # corrupt json, not an object, unknown fields
+        raise InputError(f"cannot load the checkpoint in {folder}: {str(exc).splitlines()[0]}") from None
+    config.validate()
+    _check_weights_fit(folder, config)  # from the safetensors header, before anything is allocated
+    try:
         state = load_file(weights)
-    except Exception as exc:  # corrupt json, unknown fields, truncated safetensors
+    except Exception as exc:  # truncated safetensors
         raise InputError(f"cannot load the checkpoint in {folder}: {str(exc).splitlines()[0]}") from None
     model = SpeechEncoder(config)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    mismatched = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+    return model.eval()
+
+
+def _check_weights_fit(folder: Path, config: EncoderConfig) -> None:
+    """The weights' names and shapes (read from the file header) against the model ``config`` describes,
+    built on the meta device: a config that does not belong to its weights (``"layers": 10**9``, a
+    huge ``d_model``) is refused without allocating it."""
+    shapes = safetensors_shapes(folder)
+    stored_layers = {int(m.group(1)) for k in shapes if (m := re.match(r"blocks\.(\d+)\.", k))}
+    if config.layers != len(stored_layers):
+        raise InputError(
+            f"checkpoint {folder} does not match its config: {config.layers} layers in config.json, "
+            f"{len(stored_layers)} in the weights"
+        )
+    try:
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in SpeechEncoder(config).state_dict().items()}
+    except RuntimeError as exc:  # sizes whose element counts overflow even without storage
+        raise InputError(
+            f"checkpoint {folder} does not match its config ({str(exc).splitlines()[0]})"
+        ) from None
+    missing = sorted(set(expected) - set(shapes))
+    unexpected = sorted(set(shapes) - set(expected))
+    mismatched = sorted(k for k in set(shapes) & set(expected) if shapes[k] != expected[k])
     if missing or unexpected or mismatched:
         raise InputError(
             f"checkpoint {folder} does not match its config: missing {missing[:2]}, unexpected "
             f"{unexpected[:2]}, mismatched {mismatched[:2]}"
         )
-    model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model.eval()
 
 
 def ship(run: str | Path, name: str, *, dtype=torch.float16) -> Path:
