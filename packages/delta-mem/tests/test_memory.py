@@ -198,6 +198,9 @@ def test_corrupt_adapters_are_refused(tiny_llama, tmp_path):
             (tensors, bad_meta, "not valid JSON"),
             (tensors, {**meta, "config": '{"rank": 8, "colour": 1}'}, "unknown keys"),
             (tensors, {k: v for k, v in meta.items() if k != "fingerprint"}, "corrupt metadata"),
+            # a config that no longer matches its tensors is refused before it allocates anything
+            (tensors, {**meta, "config": meta["config"].replace('"rank": 8', '"rank": 1000000000')}, "rank"),
+            (tensors, {**meta, "config": meta["config"].replace('"heads": 1', '"heads": 3')}, "heads 3"),
         ]
     ):
         bad = tmp_path / f"bad{i}.safetensors"

@@ -75,6 +75,22 @@ def read_adapter(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor],
     return tensors, cfg, meta["fingerprint"]
 
 
+def _check_sizes(path, tensors: dict[str, torch.Tensor], cfg: DeltaMemConfig) -> None:
+    """The saved projections' sizes against the config's state size and heads: a config edited to
+    ``rank = 10**9`` would otherwise allocate its projections before the shape check."""
+    width = cfg.heads * cfg.rank
+    rows = width * (4 if cfg.couple_lambda else 5)  # q, k, v, β[, λ]
+    in_proj = {k: t.shape for k, t in tensors.items() if k.endswith("in_proj.weight")}
+    deltas = {k: t.shape for k, t in tensors.items() if ".deltas." in k}
+    wrong = [k for k, s in in_proj.items() if len(s) != 2 or s[0] != rows]
+    wrong += [k for k, s in deltas.items() if len(s) != 2 or s[1] != width]
+    if not in_proj or wrong:
+        raise InputError(
+            f"adapter {str(path)!r} does not match its own config (heads {cfg.heads}, rank {cfg.rank}): "
+            f"{'no in_proj weights' if not in_proj else 'sizes of ' + ', '.join(sorted(wrong)[:2])}"
+        )
+
+
 def load_adapter(
     model: nn.Module, path: str | os.PathLike[str], *, check_backbone: bool = True
 ) -> DeltaMemConfig:
@@ -91,6 +107,7 @@ def load_adapter(
             f"adapter {str(path)!r} was trained on another backbone (fingerprint mismatch)",
             hint="load it into the model it was trained with, or pass check_backbone=False",
         )
+    _check_sizes(path, tensors, cfg)  # before attaching allocates what the (possibly corrupt) config says
     attach_delta_mem(model, cfg)
     params = memory_parameters(model)
     missing, extra = set(params) - set(tensors), set(tensors) - set(params)
