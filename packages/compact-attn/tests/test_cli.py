@@ -91,3 +91,10 @@ def test_eval_refuses_a_corrupt_weights_file(tmp_path, capsys):
     assert (
         err.startswith("error:") and "not a loadable Hugging Face model" in err and len(err.splitlines()) == 1
     )
+    # a config that does not belong to its weights: refused before from_pretrained builds 10^9 layers
+    shutil.copy(CHECKPOINTS / "tiny-s" / "model.safetensors", folder / "model.safetensors")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 10**9}))
+    assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "weights hold 4 layers" in err and len(err.splitlines()) == 1, err

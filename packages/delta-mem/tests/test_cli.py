@@ -41,6 +41,10 @@ def test_bad_input_exits_2(capsys, tmp_path):
     empty.mkdir()
     assert main(["train", "--model", str(empty), "--out", str(tmp_path / "a.safetensors")]) == 2
     assert "not a loadable causal-LM folder" in capsys.readouterr().err
+    (empty / "config.json").write_text('{"hidden_size": 8, "num_hidden_layers": 1000000000, "vocab_size": 8}')
+    (empty / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")  # no tensors
+    assert main(["train", "--model", str(empty), "--out", str(tmp_path / "a.safetensors")]) == 2
+    assert "does not belong to these weights" in capsys.readouterr().err  # before building 10^9 layers
     assert main(["train", "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["empty-model"]

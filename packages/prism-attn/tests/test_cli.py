@@ -132,3 +132,13 @@ def test_eval_refuses_weights_missing_from_the_folder(tmp_path, capsys):
     assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --model") and "q_proj" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_eval_refuses_a_config_that_does_not_belong_to_its_weights(tmp_path, capsys):
+    # from_pretrained would first build the 10^9-layer model the config describes
+    folder = _tiny_s_copy(tmp_path)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 10**9}))
+    assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --model") and "weights hold 4 layers" in err and len(err.splitlines()) == 1

@@ -125,6 +125,16 @@ def test_bad_input_exits_2_and_writes_nothing(folder, capsys, tmp_path):
     for flag in ("--task-n", "--task-length"):  # checked even without --tasks (were silently accepted)
         assert main(["eval", "--model", str(folder / "dense"), flag, "-1"]) == 2
         assert flag in capsys.readouterr().err
+    # a config.json that does not belong to its weights is refused before from_pretrained allocates it
+    import shutil
+
+    huge = tmp_path / "huge"
+    shutil.copytree(folder / "dense", huge)
+    cfg = json.loads((huge / "config.json").read_text())
+    (huge / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 10**9}))
+    assert main(["eval", "--model", str(huge), "--text", str(folder / "text.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "weights hold 1 layers" in err[0], err
 
 
 def test_version_and_subprocess_smoke():

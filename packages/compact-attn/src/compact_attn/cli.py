@@ -9,6 +9,7 @@ from pathlib import Path
 from compact_attn import __version__
 from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_choice, check_int, check_number
+from papershelf.hf_folder import check_config_fits_weights
 from papershelf.repro import check_output_path
 
 app = App(
@@ -441,6 +442,10 @@ def _eval(args: argparse.Namespace) -> None:
     from compact_attn.selectors import make_selector
 
     hf_logging.disable_progress_bar()  # stderr stays for errors
+    try:  # a corrupt config.json must not be allocated first
+        check_config_fits_weights(path)
+    except InputError as exc:
+        raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="sdpa")

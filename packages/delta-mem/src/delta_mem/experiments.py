@@ -72,6 +72,12 @@ def load_backbone(name: str, window: int | None = None):
     if Path(name).is_dir():
         from transformers import AutoModelForCausalLM
 
+        from papershelf.hf_folder import check_config_fits_weights
+
+        try:  # a corrupt config.json must not be allocated first
+            check_config_fits_weights(name)
+        except InputError as exc:
+            raise InputError(f"--model {name!r} is not a loadable causal-LM folder ({exc})") from None
         try:
             model = AutoModelForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
         except Exception as exc:  # missing files, corrupt safetensors or config, mismatched shapes

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_int
+from papershelf.hf_folder import check_config_fits_weights
 from papershelf.repro import check_output_path
 from prism_attn import __version__
 from prism_attn.config import METHODS, PrismConfig
@@ -401,6 +402,10 @@ def _eval(args: argparse.Namespace) -> None:
                 f"(model_type {', '.join(MODEL_TYPES)})"
             )
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        try:  # a corrupt config.json must not be allocated first
+            check_config_fits_weights(path)
+        except InputError as exc:
+            raise InputError(f"--model {args.model!r}: not a loadable Hugging Face model ({exc})") from None
         model, info = AutoModelForCausalLM.from_pretrained(
             path, config=config, local_files_only=True, attn_implementation="sdpa", output_loading_info=True
         )

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from papershelf.errors import InputError
+from papershelf.hf_folder import check_config_fits_weights
 from rocket_compress.modules import FactorizedLinear
 
 META = "rocket_compress.json"
@@ -60,6 +61,10 @@ def load_model(folder, *, dtype=torch.float32) -> nn.Module:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    try:  # a corrupt config.json must not be allocated first
+        check_config_fits_weights(folder)
+    except InputError as exc:
+        raise InputError(f"cannot load the model in {folder}: {exc}") from None
     try:
         model = AutoModelForCausalLM.from_pretrained(
             folder, local_files_only=True, dtype=dtype, config=config
