@@ -5,6 +5,8 @@ import pytest
 from tenfac_eval import Ratings, TenFac, raw_autorater, reference, simulate, split_human
 from tenfac_eval.core import level_probs
 
+from papershelf.errors import InputError
+
 
 @pytest.fixture(scope="module")
 def sim():
@@ -147,6 +149,8 @@ def test_leaderboard_groups_and_persistence(tmp_path, sim, fitted):
         again.predict_proba(["p00001"], ["m02"]), model.predict_proba(["p00001"], ["m02"])
     )
     assert again.leaderboard(ci="debiased") == model.leaderboard(ci="debiased")
+    with pytest.raises(InputError, match="ci='bootstrap' refits both stages"):  # was an AttributeError
+        again.model_means(ci="bootstrap")
 
 
 def test_bootstrap_interval_is_sensible():

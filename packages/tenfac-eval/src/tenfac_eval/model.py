@@ -360,6 +360,11 @@ class TenFac:
         z = float(norm.ppf(0.5 + level / 2))
         p_idx = self._index(prompts, self.prompts_, "prompt")
         if ci == "bootstrap":
+            if not hasattr(self, "_auto_obs"):  # a saved model keeps the fit, not the ratings it refits
+                raise InputError(
+                    "ci='bootstrap' refits both stages on the ratings, which a loaded model does not keep; "
+                    "fit the model again in this session, or use ci='wald' or 'debiased'"
+                )
             boot = self._bootstrap_means(p_idx, models, check_int("n_boot", n_boot, low=10))
             alpha = 1 - level
         rows = []
