@@ -45,6 +45,15 @@ def test_run_prints_scores_and_writes_json(tmp_path, capsys):
     assert data["manifest"]["python"]
 
 
+def test_run_without_an_initial_design_writes_strict_json(tmp_path, capsys):
+    # no observation before the first query: best_y starts undefined (null), not NaN (an error)
+    out = tmp_path / "run.json"
+    assert main(["run", "--n-init", "0", "--budget", "3", "--grid", "5", "-q", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["run"]["n_queries"][0] == 0 and data["run"]["best_y"][0] is None
+    assert all(v is not None for v in data["run"]["best_y"][1:])
+
+
 def test_run_baselines(tmp_path, capsys):
     for method in ("vanilla", "random"):
         assert main(["run", "--method", method, "--budget", "4", "--grid", "5", "-q"]) == 0
@@ -71,6 +80,7 @@ def test_bad_inputs_exit_2_without_writing(tmp_path, capsys):
     assert "must be a child of both tasks" in _error(capsys, ["transfer", "--child", "b"])
     assert "--problems must be one of" in _error(capsys, ["reproduce", "--problems", "branin"])
     assert "--methods must be one of" in _error(capsys, ["reproduce", "--methods", "turbo"])
+    assert "--seeds must be an integer" in _error(capsys, ["bench", "--quick", "--seeds", "0"])  # not ignored
 
 
 def test_tiny_reproduce_writes_json(tmp_path, capsys):

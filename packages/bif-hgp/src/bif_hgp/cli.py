@@ -253,7 +253,8 @@ def _bench(args: argparse.Namespace) -> None:
     from bif_hgp.experiments import aggregate, compare, limit_threads, r2_at, time_run, wilcoxon_p
 
     out = _out_path(args.out)
-    seeds = 2 if args.quick else check_int("--seeds", args.seeds, low=2)
+    seeds = check_int("--seeds", args.seeds, low=2)  # checked even when --quick replaces it
+    seeds = 2 if args.quick else seeds
     budget = 8 if args.quick else check_int("--budget", args.budget, low=4, high=MAX_BUDGET)
     grid = 8 if args.quick else None
     t_budget = 10 if args.quick else 60

@@ -411,7 +411,7 @@ class BOResult:
             "y": [None if not math.isfinite(v) else float(v) for v in self.y],
             "skipped": list(self.skipped),
             "n_queries": list(self.n_queries),
-            "best_y": list(self.best_y),
+            "best_y": _json_floats(self.best_y),  # NaN before the first observation (n_init = 0)
             "parent_r2": list(self.parent_r2),
             "child_r2": {k: list(v) for k, v in self.child_r2.items()},
             "child_r2_raw": {k: list(v) for k, v in self.child_r2_raw.items()},
@@ -420,6 +420,11 @@ class BOResult:
             "seconds": self.seconds,
             "child_evaluations": self.child_evaluations,
         }
+
+
+def _json_floats(values) -> list[float | None]:
+    """Floats for a strict JSON file: NaN (no value yet) and infinities become ``null``."""
+    return [float(v) if math.isfinite(v) else None for v in values]
 
 
 class Truth:
