@@ -81,6 +81,7 @@ def test_bad_inputs_exit_2_without_writing(tmp_path, capsys):
     assert "--problems must be one of" in _error(capsys, ["reproduce", "--problems", "branin"])
     assert "--methods must be one of" in _error(capsys, ["reproduce", "--methods", "turbo"])
     assert "--seeds must be an integer" in _error(capsys, ["bench", "--quick", "--seeds", "0"])  # not ignored
+    assert "--budget must be an integer" in _error(capsys, ["bench", "--quick", "--budget", "-1"])
 
 
 def test_tiny_reproduce_writes_json(tmp_path, capsys):

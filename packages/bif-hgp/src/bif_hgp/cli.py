@@ -255,7 +255,8 @@ def _bench(args: argparse.Namespace) -> None:
     out = _out_path(args.out)
     seeds = check_int("--seeds", args.seeds, low=2)  # checked even when --quick replaces it
     seeds = 2 if args.quick else seeds
-    budget = 8 if args.quick else check_int("--budget", args.budget, low=4, high=MAX_BUDGET)
+    budget = check_int("--budget", args.budget, low=4, high=MAX_BUDGET)
+    budget = 8 if args.quick else budget
     grid = 8 if args.quick else None
     t_budget = 10 if args.quick else 60
     limit_threads()
