@@ -37,6 +37,9 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert "is not a file" in capsys.readouterr().err
     assert main(["bench", "--quick", "--model", "tiny-m", "--out", str(tmp_path / "b.json")]) == 2
     assert "--quick runs a random tiny model" in capsys.readouterr().err  # not silently ignored
+    for flag in ("--n-eval", "--n-ppl", "--decode-steps"):  # checked under --quick too
+        assert main(["bench", "--quick", flag, "0", "--out", str(tmp_path / "b.json")]) == 2
+        assert flag in capsys.readouterr().err
     empty = tmp_path / "empty-model"
     empty.mkdir()
     assert main(["train", "--model", str(empty), "--out", str(tmp_path / "a.safetensors")]) == 2

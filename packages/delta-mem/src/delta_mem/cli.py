@@ -295,6 +295,11 @@ def _run(args, quick: bool):
 
     _threads(args.threads)
     mcfg = _mem_config(args)
+    sizes = {  # checked even when --quick replaces them (they were silently ignored)
+        "n_eval": check_int("--n-eval", args.n_eval, low=1),
+        "n_ppl": check_int("--n-ppl", args.n_ppl, low=1),
+        "decode_steps": check_int("--decode-steps", args.decode_steps, low=1),
+    }
     if quick:
         if args.model is not None:
             raise InputError("--quick runs a random tiny model; drop --model (or drop --quick to use it)")
@@ -308,9 +313,7 @@ def _run(args, quick: bool):
         seeds,
         tcfg,
         mcfg,
-        n_eval=check_int("--n-eval", args.n_eval, low=1),
-        n_ppl=check_int("--n-ppl", args.n_ppl, low=1),
-        decode_steps=check_int("--decode-steps", args.decode_steps, low=1),
+        **sizes,
     )
 
 
