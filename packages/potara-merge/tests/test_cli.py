@@ -192,6 +192,8 @@ def test_simulate_bad_skew_and_bench_quick(tmp_path, capsys):
     assert main(["reproduce", "--skews", "iid", "task-cue:0", "--out", str(tmp_path / "r.json")]) == 2
     assert "task-cue:0" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
     assert main(["simulate", "--clients", "0"]) == 2
+    assert main(["bench", "--quick", "--seeds", "0", "--out", str(tmp_path / "b.json")]) == 2  # not ignored
+    assert "--seeds" in capsys.readouterr().err and not (tmp_path / "b.json").exists()
 
 
 def test_subprocess_version():

@@ -40,6 +40,8 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         (["bench", "--quick", "--global-dtype", "int8"], "global_dtype"),
         (["bench", "--quick", "--global-min-pages", "-1"], "global_min_pages"),
         (["bench", "--quick", "--kappa", "1.9"], "whole number of tokens"),
+        (["bench", "--quick", "--layers", "0"], "--layers"),  # checked under --quick too
+        (["bench", "--quick", "--lengths", "-1"], "--lengths"),
         (["eval", "--model", "/no/such/folder", "--prompt-file", "x.txt"], "--model"),
     ],
 )

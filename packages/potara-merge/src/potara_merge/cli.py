@@ -224,6 +224,7 @@ def _experiments(args, quick: bool):
     _threads(args.threads)
     for skew in args.skews:  # all skews checked before the first (long) experiment starts
         _config(args, skew=skew)
+    seeds_given = _seeds(args)  # checked even when --quick replaces it (it was silently ignored)
     results = []
     for skew in args.skews:
         if quick:
@@ -239,7 +240,7 @@ def _experiments(args, quick: bool):
             seeds = [args.seed]
         else:
             cfg = _config(args, skew=skew)
-            seeds = _seeds(args)
+            seeds = seeds_given
         t = time.perf_counter()
         res = experiment(cfg, seeds)
         res["seconds"] = time.perf_counter() - t

@@ -173,12 +173,13 @@ def _bench(args: argparse.Namespace) -> None:
     check_output_path(args.out)
     repeat = check_int("--repeat", args.repeat, low=1)
     small = None if args.small_threads is None else check_int("--small-threads", args.small_threads, low=1)
+    layers = check_int("--layers", args.layers, low=1)  # checked even when --quick replaces them
+    lengths = [check_int("--lengths", n, low=1, high=1 << 20) for n in args.lengths]
     if args.quick:
         sizes = [(2048, dict(layers=4, heads=8, kv_heads=2, head_dim=64))]
         kappa = 128
     else:
-        layers = check_int("--layers", args.layers, low=1)
-        sizes = [(check_int("--lengths", n, low=1, high=1 << 20), dict(layers=layers)) for n in args.lengths]
+        sizes = [(n, dict(layers=layers)) for n in lengths]
         kappa = 2048
     cfg = _config(args, kappa=kappa)
     records, rows = [], []
