@@ -80,6 +80,17 @@ def test_cli_verbs(pkg, capsys):
     assert importlib.import_module(pkg.module).__version__ == pkg.version
 
 
+@pytest.mark.parametrize("pkg", PACKAGES, ids=IDS)
+def test_every_subcommand_help_renders(pkg, capsys):
+    # argparse formats help lazily: a bare "%" in a help string only fails when a user asks for --help
+    cli = importlib.import_module(f"{pkg.module}.cli")
+    for verb in cli.app.commands:
+        with pytest.raises(SystemExit) as done:
+            cli.app.parser().parse_args([verb, "--help"])
+        assert done.value.code == 0, verb
+    capsys.readouterr()
+
+
 def _imported_roots(path):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node in ast.walk(tree):

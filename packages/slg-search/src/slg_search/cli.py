@@ -296,7 +296,7 @@ def _bench(args: argparse.Namespace) -> None:
     "reproduce",
     help="the headline two-stage run, sweeps, prediction and calibration, Countdown (~5 min)",
     args=[
-        arg("--quick", action="store_true", help="1% of the repetitions, seconds"),
+        arg("--quick", action="store_true", help="1%% of the repetitions, seconds"),
         arg("--plot", default=None, help="folder for PNG plots (needs matplotlib)"),
     ],
     common=["seed", "out", "quiet"],
