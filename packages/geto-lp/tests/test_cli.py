@@ -85,6 +85,12 @@ def test_bad_inputs_exit_2_without_writing(tmp_path, inputs, capsys):
     assert main([*base, paths[0], str(heavy), "--normalize"]) == 0 and out.exists()
 
 
+def test_bench_scale_flags_exclude_each_other(capsys):
+    # together they used to run nothing and exit 0 with an empty table
+    err = _error(capsys, ["bench", "--skip-scale", "--scale-only"])
+    assert "exclude each other" in err
+
+
 def test_palette_on_npy_images(tmp_path, capsys):
     pytest.importorskip("PIL")
     rng = np.random.default_rng(0)

@@ -171,6 +171,9 @@ def _demo(args: argparse.Namespace) -> None:
 def _bench(args: argparse.Namespace) -> None:
     from geto_lp.experiments import bench
 
+    if args.skip_scale and args.scale_only:
+        raise InputError("--skip-scale and --scale-only exclude each other (together they would run nothing)")
+
     def log(msg: str) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr)
