@@ -112,7 +112,7 @@ def test_sample_hostile(files, capsys, extra, match):
         (np.array([[0.5, np.nan, 0.5, 0.0]] * 6), "finite"),
         (np.array([[0.5, -0.5, 1.0, 0.0]] * 6), "non-negative"),
         (np.full((6, 5), 0.2), "vocabulary mismatch: probs has 5 columns"),
-        (np.full((6, 4), 0.5), "sums to 2"),
+        (np.full((6, 4), 0.5), "sums to 2, not 1 (drop --strict to rescale)"),
     ],
 )
 def test_sample_hostile_probs(files, capsys, content, match):

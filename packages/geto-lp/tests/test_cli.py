@@ -91,6 +91,13 @@ def test_bench_scale_flags_exclude_each_other(capsys):
     assert "exclude each other" in err
 
 
+def test_palette_refuses_an_output_name_that_is_not_png(tmp_path, capsys):
+    # the picture is written as PNG; "o.jpg" used to get PNG bytes under a JPEG name
+    np.save(tmp_path / "a.npy", np.zeros((4, 4, 3)))
+    err = _error(capsys, ["palette", "--images", str(tmp_path / "a.npy"), "--out", str(tmp_path / "o.jpg")])
+    assert "--out must name a .png file" in err and not (tmp_path / "o.jpg").exists()
+
+
 def test_palette_on_npy_images(tmp_path, capsys):
     pytest.importorskip("PIL")
     rng = np.random.default_rng(0)

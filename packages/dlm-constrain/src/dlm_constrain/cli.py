@@ -108,9 +108,14 @@ def _sample(args: argparse.Namespace) -> None:
         schema = _read_schema(args.schema)
         dfa = TokenDFA.from_json_schema(schema, vocab, args.eos_id, backend=args.schema_backend)
     gen = torch.Generator().manual_seed(args.seed)
-    x = sample(
-        probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
-    )
+    try:
+        x = sample(
+            probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
+        )
+    except InputError as exc:  # the library's advice names its keyword; here the switch is the flag
+        raise InputError(
+            str(exc).replace("pass normalize=True to rescale", "drop --strict to rescale")
+        ) from None
     lz = log_partition(probs, dfa, normalize=not args.strict)
     texts = [dfa.decode(row) for row in x.tolist()]
     print(f"automaton: {dfa.num_states} states, vocabulary {dfa.vocab_size}; log Z = {lz:.6g}")

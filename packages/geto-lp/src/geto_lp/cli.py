@@ -122,6 +122,8 @@ def _barycenter(args: argparse.Namespace) -> None:
 def _palette(args: argparse.Namespace) -> None:
     from geto_lp.palette import composite, palette_barycenter
 
+    if not str(args.out).lower().endswith(".png"):  # the picture is PNG: a .jpg name would mislabel it
+        raise InputError(f"--out must name a .png file, got {str(args.out)!r}")
     images = [read_image(path) for path in args.images]
     res = palette_barycenter(images, bins=args.bins, weights=args.weights)
     write_image(args.out, composite(images, res.recolored, res.barycenter, res.bins))
