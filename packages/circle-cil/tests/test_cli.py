@@ -102,6 +102,24 @@ def test_bad_inputs_exit_2(tmp_path, capsys):
     assert "units" in _error(capsys, ["run", "--dataset", "digits", "--units", "10", "--tasks", "2"])
 
 
+def test_npz_test_classes_must_be_trained(tmp_path, capsys):
+    # regression: a y_test class absent from y_train crashed with a RuntimeError traceback
+    X = np.random.default_rng(0).random((8, 1, 8, 8))
+    y = np.repeat(np.arange(4), 2)
+    f = tmp_path / "unseen.npz"
+    np.savez(f, X_train=X, y_train=y, X_test=X[:2], y_test=np.array([7, 7]))
+    small = ["--tasks", "2", "--reservoirs", "1", "--groups", "1", "--units", "8"]
+    err = _error(capsys, ["run", "--dataset", str(f), *small])
+    assert "[7]" in err and "y_train" in err
+    np.savez(f, X_train=X, y_train=y)
+    err = _error(capsys, ["run", "--dataset", str(f)])
+    assert "lacks array(s) X_test, y_test;" in err
+    # test images of only some classes: tasks with nothing to score are skipped, not a crash
+    np.savez(f, X_train=X, y_train=y, X_test=X[y == 0], y_test=y[y == 0])
+    assert main(["run", "--dataset", str(f), *small[:1], "4", *small[2:], "--quiet"]) == 0
+    assert main(["run", "--dataset", str(f), "--tasks", "4", "--method", "random-conv", "--quiet"]) == 0
+
+
 def test_version_help_and_subprocess_smoke():
     assert main(["--version"]) == 0
     assert main(["--help"]) == 0

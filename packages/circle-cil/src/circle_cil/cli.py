@@ -42,13 +42,19 @@ def _load(args: argparse.Namespace):
         path = Path(name)
         if not path.is_file():
             raise InputError(f"--dataset file {name!r} does not exist")
+        keys = ("X_train", "y_train", "X_test", "y_test")
         try:
             z = np.load(path, allow_pickle=False)
-            parts = [z[k] for k in ("X_train", "y_train", "X_test", "y_test")]
-        except KeyError as exc:
+            files = z.files
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--dataset {name!r} is not a readable .npz file ({exc})") from None
+        missing = [k for k in keys if k not in files]
+        if missing:
             raise InputError(
-                f"--dataset {name!r} lacks array {exc}; expected X_train, y_train, X_test, y_test"
-            ) from None
+                f"--dataset {name!r} lacks array(s) {', '.join(missing)}; expected {', '.join(keys)}"
+            )
+        try:
+            parts = [z[k] for k in keys]
         except (OSError, ValueError) as exc:
             raise InputError(f"--dataset {name!r} is not a readable .npz file ({exc})") from None
         from circle_cil.reservoir import as_images

@@ -107,11 +107,18 @@ def run_stream(
     ``final_acc`` is the accuracy on the whole test set of all classes after the last task;
     ``avg_inc_acc`` is the mean over tasks of the accuracy on the seen classes (intermediate
     evaluations use ``budget.inc_per_class`` test images per class, the last one all of them).
+    A task after which no test image of a seen class exists is not evaluated.
     ``final_only`` skips the intermediate evaluations (``avg_inc_acc`` is then None).
     ``joint`` trains once on everything (no stream): it reports only ``final_acc``.
     """
     budget = budget or Budget()
     circle_kw = circle_config(**(circle_kw or {}))
+    unseen = np.setdiff1d(data.y_test, data.y_train)
+    if unseen.size:
+        raise InputError(
+            f"y_test contains class(es) {unseen.tolist()} that are not in y_train; a class-incremental "
+            "model can only be scored on classes it has learned"
+        )
     torch.manual_seed(seed)
     learner = make_learner(method, data, seed=seed, budget=budget, circle_kw=circle_kw)
     if method == "joint":
@@ -152,6 +159,10 @@ def run_stream(
             continue
         X_ev, y_ev = (data.X_test, data.y_test) if last else (Xs, ys)
         mask = np.isin(y_ev, seen)
+        if not mask.any():  # no test image of the classes seen so far: nothing to evaluate yet
+            if last:
+                raise InputError("the test set is empty: nothing to score")
+            continue
         if method == "CIRCLE":
             f = test_feats[1] if last else test_feats[0]
             proba = learner.proba_from_features(f[torch.from_numpy(mask)])
