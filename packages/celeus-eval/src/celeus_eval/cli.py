@@ -224,7 +224,7 @@ def _checked_losses(losses: np.ndarray, engine: Celeus) -> np.ndarray:
 
 
 # ---- demo / bench / reproduce ------------------------------------------------------------------
-@app.command("demo", help="a 20-second tour on a built-in synthetic pool", common=["seed"])
+@app.command("demo", help="a quick tour (about a second) on a built-in synthetic pool", common=["seed"])
 def _demo(args: argparse.Namespace) -> None:
     from celeus_eval.baselines import clt_peeking, uniform_betting
     from celeus_eval.data import synthetic_pool

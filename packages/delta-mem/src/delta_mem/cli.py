@@ -104,16 +104,20 @@ def _train_config(args, **kw):
 @app.command(
     "train",
     help="train δ-Mem on a frozen backbone (synthetic multi-session dialogues); save only its parameters",
-    args=[MODEL_ARG, *MEM_ARGS, *DATA_ARGS, *TRAIN_ARGS],
-    common=("out", "seed"),
+    args=[
+        MODEL_ARG,
+        *MEM_ARGS,
+        *DATA_ARGS,
+        *TRAIN_ARGS,
+        arg("--out", required=True, metavar="FILE.safetensors", help="where to write the adapter"),
+    ],
+    common=("seed",),
 )
 def _train(args: argparse.Namespace) -> None:
     from delta_mem.experiments import load_backbone, train_memory
     from delta_mem.io import save_adapter
     from delta_mem.wrap import count_memory_parameters
 
-    if not args.out:
-        raise InputError("--out FILE.safetensors is required: where to write the adapter")
     _threads(args.threads)
     check_output_path(args.out)
     mcfg, tcfg = _mem_config(args), _train_config(args)
