@@ -98,3 +98,15 @@ def test_eval_refuses_a_corrupt_weights_file(tmp_path, capsys):
     assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
     err = capsys.readouterr().err
     assert "weights hold 4 layers" in err and len(err.splitlines()) == 1, err
+
+
+def test_eval_takes_a_testbed_name(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    pytest.importorskip("transformers")
+    (tmp_path / "p.txt").write_text("def add(a, b):\n    return a + b\n" * 8)
+    argv = ["eval", "--model", "tiny-s", "--prompt-file", str(tmp_path / "p.txt"), "--new-tokens", "2"]
+    assert main(argv) == 0
+    assert "KV fraction" in capsys.readouterr().out
+    assert main(["eval", "--model", "tiny-q"]) == 2
+    err = capsys.readouterr().err
+    assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1

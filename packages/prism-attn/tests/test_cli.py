@@ -144,3 +144,15 @@ def test_eval_refuses_a_config_that_does_not_belong_to_its_weights(tmp_path, cap
     assert main(["eval", "--model", str(folder), "--prompt-file", str(tmp_path / "p.txt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --model") and "weights hold 4 layers" in err and len(err.splitlines()) == 1
+
+
+def test_eval_takes_a_testbed_name(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    pytest.importorskip("transformers")
+    (tmp_path / "p.txt").write_text("def add(a, b):\n    return a + b\n" * 8)
+    argv = ["eval", "--model", "tiny-s", "--prompt-file", str(tmp_path / "p.txt"), "--new-tokens", "2"]
+    assert main([*argv, "--threads", "1"]) == 0
+    assert capsys.readouterr().out
+    assert main(["eval", "--model", "tiny-q", "--prompt-file", str(tmp_path / "p.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1

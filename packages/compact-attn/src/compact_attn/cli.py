@@ -390,13 +390,34 @@ def _plot(result: dict, path: str) -> None:
     print(f"wrote {path}")
 
 
+def _model_folder(name: str) -> Path:
+    """``--model``: a local Hugging Face folder, or the name of a testbed checkpoint when
+    ``papershelf-lm`` is installed (``tiny-s``, ``tiny-m``)."""
+    path = Path(name)
+    if path.is_dir():
+        return path
+    try:
+        from papershelf_lm.model import CHECKPOINTS, checkpoint_names
+    except ImportError:
+        known: list[str] = []
+    else:
+        known = checkpoint_names()
+        if name in known:
+            return CHECKPOINTS / name
+    also = f", or a testbed checkpoint name ({', '.join(known)})" if known else ""
+    raise InputError(f"--model {name!r} is not a folder (a local Hugging Face model is expected{also})")
+
+
 # ---- eval ---------------------------------------------------------------------------------------------
 @app.command(
     "eval",
     help="prefill a prompt with your local HF model in chunks: dense vs CompactAttention logits and tokens",
     args=[
         arg(
-            "--model", required=True, metavar="PATH", help="a local Hugging Face model folder (Llama family)"
+            "--model",
+            required=True,
+            metavar="PATH",
+            help="a local Hugging Face model folder (Llama family), or a testbed name (tiny-s)",
         ),
         arg("--prompt-file", default=None, metavar="FILE.txt", help="UTF-8 prompt (default: built-in text)"),
         arg("--new-tokens", type=int, default=16),
@@ -415,9 +436,7 @@ def _plot(result: dict, path: str) -> None:
 )
 def _eval(args: argparse.Namespace) -> None:
     check_choice("--decode", args.decode, ("dense", "method"))
-    path = Path(args.model)
-    if not path.is_dir():
-        raise InputError(f"--model {args.model!r} is not a folder (a local Hugging Face model is expected)")
+    path = _model_folder(args.model)
     if args.prompt_file is not None:
         if not Path(args.prompt_file).is_file():
             raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")
