@@ -153,3 +153,50 @@ def test_cli_output_paths_are_checked_before_work(tmp_path, capsys):
     assert "--plot" in capsys.readouterr().err
     assert main(["bench", "--quick", "--out", str(tmp_path)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_sequence_spaces_beyond_int64_codes_are_refused(capsys):
+    # 64^12 = 2^72 sequences: the oracle's int64 codes wrapped around and it conditioned on the wrong
+    # context (p(X_0 | X_11) came out uniform although X_0 = X_11)
+    sup = np.zeros((2, 12), dtype=np.int64)
+    sup[0, [0, 11]], sup[1, [0, 11]] = 1, 2
+    with pytest.raises(InputError, match="2\\^62"):
+        ExactOracle(sup, np.array([0.5, 0.5]), V=64)
+    for family in ("template", "code", "markov"):
+        assert main(["sweep", "--family", family, "--L", "16", "--V", "64"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: V^L = 64^16")
+
+
+def test_family_sizes_and_geometric_grids_give_one_error_line(capsys):
+    for argv, word in (
+        (["sweep", "--family", "point", "--L", "3", "--V", "0"], "error: V must be"),
+        (["sweep", "--family", "code", "--L", "5", "--V", "3", "--values", "geom:0.1:inf:3"], "< inf"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and word in err[0], err
+
+
+def test_iteration_bound_and_output_table_validate_their_arguments():
+    from entropy_unmask import exact_output_distribution, iteration_bound
+
+    for eta in (0, -1.0, float("nan")):
+        with pytest.raises(InputError, match="eta"):
+            iteration_bound(1.0, 0.0, eta)
+    with pytest.raises(InputError, match="kl"):
+        iteration_bound(1.0, float("nan"), 0.5)
+    assert iteration_bound(1.0, 0.0, 0.5) == 3.0
+    oracle = markov(L=3, V=3, seed=0).oracle()
+    with pytest.raises(InputError, match="L must be"):
+        exact_output_distribution(oracle, EntropySum(0.1), -1, 3)
+
+
+@pytest.mark.parametrize(
+    "rows, msg",
+    [([np.nan, 0.5, 0.5], "NaN"), ([-0.5, 1.0, 0.5], "negative"), ([0.3, 0.3, 0.3], "sum to 1")],
+)
+def test_exact_analysis_refuses_predictor_rows_that_are_not_distributions(rows, msg):
+    joint = markov(L=3, V=3, seed=0)
+    with pytest.raises(InputError, match=msg):
+        exact_analysis(_const(rows), EntropySum(0.1), joint)

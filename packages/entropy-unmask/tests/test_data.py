@@ -16,7 +16,7 @@ from entropy_unmask import (
     random_code,
     template,
 )
-from entropy_unmask.data import FAMILIES
+from entropy_unmask.data import FAMILIES, hmm_matrices
 
 
 def test_code_entropy_is_log_size():
@@ -38,9 +38,23 @@ def test_markov_support_and_transitions():
 
 
 def test_hmm_matches_brute_force_sum_over_hidden_paths():
-    j = hmm(L=4, V=3, hidden=4, emit=2, seed=0)
-    assert j.probs.sum() == pytest.approx(1.0)
-    assert j.entropy > 0
+    L, V, hidden, emit, seed = 4, 3, 4, 2, 0
+    j = hmm(L=L, V=V, hidden=hidden, emit=emit, seed=seed)
+    A, E = hmm_matrices(np.random.default_rng(seed), V, hidden, emit)
+    table = np.zeros((V,) * L)
+    for z in itertools.product(range(hidden), repeat=L):
+        pz = math.prod(A[a, b] for a, b in itertools.pairwise(z)) / hidden
+        for x in itertools.product(range(V), repeat=L):
+            table[x] += pz * math.prod(E[zt, xt] for zt, xt in zip(z, x))
+    assert table.sum() == pytest.approx(1.0) and j.entropy > 0
+    np.testing.assert_allclose(j.table(), table, atol=1e-15)
+
+
+def test_random_code_on_a_space_above_2_to_the_40():
+    # 16^12 = 2^48 sequences: the words used to be drawn only below 2^40 (a crash above it)
+    j = random_code(L=12, V=16, size=16, seed=0)
+    assert j.n == 16 and j.entropy == pytest.approx(math.log(16))
+    assert random_code(L=5, V=3, size=7, seed=1).n == 7  # small spaces: unchanged path
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

@@ -175,3 +175,24 @@ def test_fixed_k_off_support_mass_and_iterations_without_tracking(k):
     oracle = target.oracle()
     plain = exact_analysis(lambda t: oracle(t), FixedK(k), target)  # no offsupport_uniform attribute
     assert plain.expected_iterations == res.expected_iterations == math.ceil(5 / k)
+
+
+def test_off_support_tracking_with_large_sequence_codes():
+    # V^L = 64^10 = 2^60: the codes of x_S are above 2^53 (float64 rounds them) and the (state-set, code)
+    # keys above 2^63 (int64 wraps); either used to merge distinct pairs and invent off-support mass.
+    # The same joint over V = 4 has the same law on the support; no mass leaves it with eta = 0.5.
+    rng = np.random.default_rng(0)
+    sup = np.zeros((6, 10), dtype=np.int64)
+    sup[1:] = rng.integers(0, 3, size=(5, 10))
+    small, big = (_random_order(sup, V) for V in (4, 64))
+    assert small.off_support_mass == 0.0
+    assert big.off_support_mass == pytest.approx(1.0 - big.q_support.sum(), abs=1e-12)
+    assert big.expected_iterations == pytest.approx(small.expected_iterations, abs=1e-12)
+    assert big.kl == pytest.approx(small.kl, abs=1e-12)
+
+
+def _random_order(support, V):
+    from entropy_unmask import Joint
+
+    joint = Joint(support, np.full(support.shape[0], 1.0 / support.shape[0]), V)
+    return exact_analysis(joint.oracle(), EntropySum(0.5, order="random"), joint)

@@ -38,3 +38,21 @@ def test_prompt_positions_are_kept():
     x, it = sample(target.oracle(), EntropySum(0.1), 6, 50, 0, prompt=prompt)
     assert (x == target.support[2]).all()  # the code word is determined by the prompt
     assert (it == 1).all()
+
+
+def test_monte_carlo_matches_the_full_exact_output_distribution():
+    # exact_output_distribution gives the law over all V^L sequences, the sampler's off-support
+    # sequences included (eta = 1.5 sends ~1/3 of the mass off the support here); one chi-square bin
+    # per sequence with expected count >= 5, size 1e-3 as above
+    from entropy_unmask import exact_output_distribution
+    from entropy_unmask.exact import full_support
+
+    target = markov(L=5, V=3, seed=0)
+    sched = EntropySum(1.5)
+    table = exact_output_distribution(target.oracle(), sched, target.L, target.V)
+    allseq = full_support(target.L, target.V)
+    q = table[tuple(allseq.T)]
+    assert q[~np.isin(allseq @ 3 ** np.arange(5), target.support @ 3 ** np.arange(5))].sum() > 0.1
+    x, _ = sample(target.oracle(), sched, target.L, 20_000, np.random.default_rng(3))
+    chi = chi_square_test(x, allseq, q, 0.0, target.V)
+    assert chi.bins > 20 and chi.pvalue > 1e-3, chi

@@ -1,8 +1,10 @@
 """entropy-unmask: entropy-sum confidence-based decoding for masked diffusion language models.
 
-The paper's rule (Cai & Li, arXiv 2603.22248): at each iteration reveal masked positions, in ascending
-order of their predictive entropy, until the cumulative entropy reaches a threshold ``eta`` (nats), and
-sample them independently from their marginals. Baselines share the interface: fixed-k, top-k
+The paper's rule (Cai & Li, arXiv 2603.22248): at each iteration reveal masked positions until their
+cumulative predictive entropy reaches a threshold ``eta`` (nats), and sample them independently from
+their marginals. The order in which positions are added is not stated in the abstract; the default here
+is ascending entropy (an inference, see the README's Fidelity section), ``order="random"`` the
+alternative. Baselines share the interface: fixed-k, top-k
 confidence, max-entropy thresholding and EB-sampler-style error-bounded unmasking.
 
 Exact analysis for small problems: :class:`ExactOracle` (the optimal predictor of an explicit joint),

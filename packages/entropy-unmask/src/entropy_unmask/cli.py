@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,9 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
             start, stop, count = float(parts[0]), float(parts[1]), int(parts[2])
         except (ValueError, IndexError):
             raise InputError(f"{name} must look like geom:START:STOP:N, got {text!r}") from None
-        if len(parts) != 3 or not (0 < start <= stop) or not 1 <= count <= 10_000:
+        if len(parts) != 3 or not (0 < start <= stop < math.inf) or not 1 <= count <= 10_000:
             raise InputError(
-                f"{name}: geom:START:STOP:N needs 0 < START <= STOP and 1 <= N <= 10000, got {text!r}"
+                f"{name}: geom:START:STOP:N needs 0 < START <= STOP < inf and 1 <= N <= 10000, got {text!r}"
             )
         return tuple(float(f"{v:.4g}") for v in np.geomspace(start, stop, count))
     try:

@@ -14,6 +14,19 @@ import numpy as np
 from papershelf.errors import InputError, check_int, check_number
 
 MAX_TABLE = 2**22  # dense joint tables with more cells than this are refused
+# sequences are indexed by mixed-radix int64 codes (sum of x_i V^i < V^L) in the oracle and the exact
+# engines; above this many sequences the codes would wrap around and merge different contexts
+MAX_SEQUENCES = 2**62
+
+
+def check_space(L: int, V: int) -> None:
+    """Refuse a sequence space V^L too large for the int64 codes of the oracle and the exact engines."""
+    if V**L > MAX_SEQUENCES:
+        raise InputError(
+            f"V^L = {V}^{L} = {V**L:,} sequences is more than 2^62 = {MAX_SEQUENCES:,}: "
+            "the int64 sequence codes of the oracle and the exact engines would overflow",
+            hint="use a smaller V or L",
+        )
 
 
 def check_joint(support: Any, probs: Any, V: int) -> tuple[np.ndarray, np.ndarray]:
@@ -27,6 +40,7 @@ def check_joint(support: Any, probs: Any, V: int) -> tuple[np.ndarray, np.ndarra
     s = s.astype(np.int64)
     if s.min() < 0 or s.max() >= V:
         raise InputError(f"support tokens must lie in [0, {V}), got [{s.min()}, {s.max()}]")
+    check_space(s.shape[1], V)
     p = np.asarray(probs, dtype=np.float64)
     if p.shape != (s.shape[0],):
         raise InputError(f"probs must have shape ({s.shape[0]},), got {p.shape}")
@@ -117,6 +131,7 @@ def joint_from_table(table: Any, name: str = "table") -> Joint:
 def _check_size(L: int, V: int) -> tuple[int, int]:
     L = check_int("L", L, low=1, high=16)
     V = check_int("V", V, low=2, high=64)
+    check_space(L, V)
     return L, V
 
 
@@ -132,7 +147,7 @@ def random_code(L: int = 10, V: int = 4, size: int = 16, seed: int = 0) -> Joint
     L, V = _check_size(L, V)
     size = check_int("size", size, low=1, high=V**L)
     rng = np.random.default_rng(seed)
-    codes = rng.choice(V**L, size=size, replace=False) if V**L <= 2**40 else None
+    codes = rng.choice(V**L, size=size, replace=False)  # V^L <= 2^62 (checked above)
     s = np.stack(np.unravel_index(codes, (V,) * L), axis=1)
     return Joint(s, np.full(size, 1.0 / size), V, "code", {"L": L, "V": V, "size": size, "seed": seed})
 
@@ -192,6 +207,18 @@ def markov(L: int = 10, V: int = 4, branching: int = 2, concentration: float = 0
     )
 
 
+def hmm_matrices(rng: np.random.Generator, V: int, hidden: int, emit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The HMM's transition matrix A (hidden, hidden) and emission matrix E (hidden, V); the start is
+    uniform over the hidden states."""
+    A = _sparse_stochastic(rng, hidden, min(2, hidden), 0.7)
+    E = _sparse_stochastic(rng, V, emit, 1.0)[:hidden] if hidden <= V else None
+    if E is None:
+        E = np.zeros((hidden, V))
+        for z in range(hidden):
+            E[z, rng.choice(V, size=emit, replace=False)] = rng.dirichlet(np.ones(emit))
+    return A, E
+
+
 def hmm(L: int = 10, V: int = 4, hidden: int = 6, emit: int = 1, seed: int = 0) -> Joint:
     """A hidden Markov model: ``hidden`` states with sparse (2-successor) transitions, each emitting one
     of ``emit`` symbols (with ``emit=1`` and more hidden states than symbols the observations are a
@@ -199,13 +226,7 @@ def hmm(L: int = 10, V: int = 4, hidden: int = 6, emit: int = 1, seed: int = 0) 
     L, V = _check_size(L, V)
     hidden = check_int("hidden", hidden, low=1, high=16)
     emit = check_int("emit", emit, low=1, high=V)
-    rng = np.random.default_rng(seed)
-    A = _sparse_stochastic(rng, hidden, min(2, hidden), 0.7)
-    E = _sparse_stochastic(rng, V, emit, 1.0)[:hidden] if hidden <= V else None
-    if E is None:
-        E = np.zeros((hidden, V))
-        for z in range(hidden):
-            E[z, rng.choice(V, size=emit, replace=False)] = rng.dirichlet(np.ones(emit))
+    A, E = hmm_matrices(np.random.default_rng(seed), V, hidden, emit)
     # forward over partial observation sequences, keeping only those of positive probability
     seqs = np.zeros((1, 0), dtype=np.int64)
     alpha = np.full((1, hidden), 1.0 / hidden)  # P(x_<t, z_t)
@@ -267,6 +288,8 @@ def mixture(joints: list[Joint], weights: Any = None, name: str = "mixture") -> 
 
 
 def point_mass(L: int = 6, V: int = 3, seed: int = 0) -> Joint:
+    """All mass on one random sequence: H = 0."""
+    L, V = _check_size(L, V)
     rng = np.random.default_rng(seed)
     return Joint(rng.integers(0, V, size=(1, L)), np.ones(1), V, "point", {"L": L, "V": V, "seed": seed})
 

@@ -32,7 +32,7 @@ import numpy as np
 from entropy_unmask.data import Joint
 from entropy_unmask.predictors import MASK, predict, token_entropy
 from entropy_unmask.schedules import Schedule
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int, check_number
 
 MAX_STATES = 2**25  # n * 2^L cells of the DP
 
@@ -95,8 +95,21 @@ def iteration_bound(entropy: float, kl: float, eta: float) -> float:
 
     Every iteration but the last reveals entropy >= eta, and E_p[sum of revealed entropies] =
     H(X_0) + KL(p || q) (chain rule plus the total-correlation identity).
+
+    >>> round(iteration_bound(2.0, 0.05, 0.5), 6)
+    5.1
     """
-    return (entropy + kl) / eta + 1.0
+    eta = check_number("eta", eta, low=0, low_open=True)
+    vals = []
+    for name, value in (("entropy", entropy), ("kl", kl)):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{name} must be a number, got {value!r}") from None
+        if not v >= -1e-9:  # rounding may leave an exact 0 slightly negative; refuses NaN; inf is kept
+            raise InputError(f"{name} must be >= 0, got {value}")
+        vals.append(v)
+    return (vals[0] + vals[1]) / eta + 1.0
 
 
 def offsupport_iterations(schedule: Schedule, L: int, V: int) -> np.ndarray:
@@ -148,7 +161,7 @@ def exact_analysis(
             hint="use a smaller L, or a family with a smaller support",
         )
     pow_v = V ** np.arange(L, dtype=np.int64)
-    span = int(V) ** L  # codes of partial states are < V^L; (group, code) pairs fit in int64
+    span = int(V) ** L  # codes of partial states are < V^L <= 2^62 (Joint refuses larger spaces)
     exact_tail = bool(getattr(predictor, "offsupport_uniform", False))
     # a state-independent rule (fixed-k) chooses set sizes that depend on the masked count only, so every
     # trajectory, on or off the support, takes the same number of iterations: no off-support tracking
@@ -232,13 +245,20 @@ def exact_analysis(
         if sizes_fixed:
             continue
         # mass leaving the support at (state g, set s): 1 - sum over distinct consistent x_S of pq
-        # (r, nS) codes of x_S; a float64 product is exact here (codes < V^L <= 2^53) and uses BLAS
-        contrib = np.rint((support[rows] * pow_v[None, :]).astype(np.float64) @ Smat.T).astype(np.int64)
+        # (r, nS) codes of x_S; a float64 product uses BLAS and is exact while codes < V^L <= 2^53,
+        # above that the integer product is needed (float64 would round distinct codes together)
+        terms = support[rows] * pow_v[None, :]
+        if span <= 2**53:
+            contrib = np.rint(terms.astype(np.float64) @ Smat.T).astype(np.int64)
+        else:
+            contrib = terms @ Smat.T.astype(np.int64)
         codes2 = codes[:, None] + contrib
         gs = np.arange(nS)[None, :] * G + inv[:, None]  # (r, nS) state-set index
         live = Wr > 0
-        keys = gs[live] * span + codes2[live]
-        _, uidx = np.unique(keys, return_index=True)
+        if G * nS * span < 2**63:  # one int64 key per (state-set, code) pair
+            _, uidx = np.unique(gs[live] * span + codes2[live], return_index=True)
+        else:  # that key would wrap around and merge pairs: unique over the pairs themselves
+            _, uidx = np.unique(np.stack([gs[live], codes2[live]], axis=1), axis=0, return_index=True)
         kept = np.bincount(gs[live][uidx], weights=pq[live][uidx], minlength=G * nS).reshape(nS, G).T
         leave = q_state[:, None] * W * np.clip(1.0 - kept, 0.0, None)  # (G, nS)
         leave[W <= 0] = 0.0
@@ -280,6 +300,8 @@ def exact_analysis(
 
 def exact_output_distribution(predictor: Any, schedule: Schedule, L: int, V: int) -> np.ndarray:
     """The sampler's full output law as a dense table of shape (V,)*L (small L, V only)."""
+    L = check_int("L", L, low=1)
+    V = check_int("V", V, low=1)
     support = full_support(L, V)
     dummy = Joint(support, np.full(support.shape[0], 1.0 / support.shape[0]), V)
     res = exact_analysis(predictor, schedule, dummy)

@@ -74,9 +74,10 @@ class Schedule:
 
 
 class EntropySum(Schedule):
-    """The entropy-sum rule (Cai & Li): reveal masked positions one after another, in ascending order
-    of their predictive entropy h_i = H(p(. | x_obs)), until the cumulative entropy reaches ``eta``
-    (nats); the reveals are sampled independently from their marginals.
+    """The entropy-sum rule (Cai & Li): reveal masked positions one after another until the cumulative
+    predictive entropy h_i = H(p(. | x_obs)) reaches ``eta`` (nats); the reveals are sampled
+    independently from their marginals. The default order is ascending entropy; the paper's order could
+    not be read (README, Fidelity), so this is the package's inference.
 
     ``include_crossing=True`` (default) also reveals the token whose entropy makes the sum reach ``eta``
     (the smallest k >= 1 with h_(1) + ... + h_(k) >= eta); ``False`` stops before it (the largest k >= 1
