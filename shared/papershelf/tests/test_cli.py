@@ -53,8 +53,14 @@ def test_common_flags_version_usage_and_codes(capsys):
     assert capsys.readouterr().out.strip() == "seed=5 out=x.json quiet=True device=auto"
     assert app.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "toy 1.2.3"
-    assert app.main(["ok", "--seed", "abc"]) == 2  # argparse usage error
-    capsys.readouterr()
+    assert app.main(["ok", "--seed", "abc"]) == 2  # argparse usage error: one line, no usage block
+    err = capsys.readouterr().err
+    assert err.startswith("error: argument --seed") and len(err.splitlines()) == 1, err
+    assert "`toy ok --help`" in err
+    for argv in (["nope"], ["ok", "--unknown"]):  # unknown subcommand, unknown flag
+        assert app.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and len(err.splitlines()) == 1, err
     for bad in ("-1", str(2**32), "1.5"):  # numpy rejects negative seeds with a traceback; catch them here
         assert app.main(["ok", "--seed", bad]) == 2
         assert "argument --seed" in capsys.readouterr().err

@@ -10,7 +10,8 @@ hello shelf
 
 Errors a user can cause (:class:`~papershelf.errors.PapershelfError`, including ``InputError``) print a
 single ``error: …`` line on stderr and return exit code 2, with no traceback; argparse usage errors
-also return 2; Ctrl-C returns 130.
+(a missing required flag, a value of the wrong type, an unknown choice) are one ``error: …`` line too,
+with exit code 2; Ctrl-C returns 130.
 """
 
 from __future__ import annotations
@@ -112,6 +113,14 @@ def arg(*flags: str, **kwargs: Any) -> Arg:
     return Arg(flags, kwargs)
 
 
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one ``error:`` line (naming the flag, pointing at ``--help``)
+    instead of the whole usage block followed by the message; subcommand parsers inherit it."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 @dataclass
 class _Command:
     name: str
@@ -157,7 +166,7 @@ class App:
         return list(self._commands)
 
     def parser(self) -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(prog=self.prog, description=self.description)
+        parser = _OneLineErrorParser(prog=self.prog, description=self.description)
         parser.add_argument("--version", action="version", version=f"{self.prog} {self.version}")
         sub = parser.add_subparsers(dest="command", metavar="COMMAND")
         for cmd in self._commands.values():
