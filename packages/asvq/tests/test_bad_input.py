@@ -128,3 +128,28 @@ def test_autoencoder_training_inputs_are_checked():
     for bad in (torch.zeros(3, 9), torch.zeros(3, 4, dtype=torch.long)):
         with pytest.raises(InputError, match="x must"):
             ae(bad)
+
+
+@pytest.mark.parametrize("name", ["simvq-vqp", "vq-vqp"])
+@pytest.mark.parametrize(
+    "args,kwargs,match",
+    [
+        ((8, 1), {}, "codebook_size"),
+        ((8, 0), {}, "codebook_size"),
+        ((0, 16), {}, "dim"),
+        ((8, 16), {"seed": -1}, "seed"),
+        ((8, 16), {"seed": 1.5}, "seed"),
+        ((8, 16), {"seed": "x"}, "seed"),
+    ],
+)
+def test_vqp_wrappers_check_their_arguments(name, args, kwargs, match):
+    # checked before vector-quantize-pytorch is imported, so this runs without the [bench] extra too;
+    # that library itself accepts codebook_size=1 and 0, and the wrapper used to pass int(1.5) as seed
+    with pytest.raises(InputError, match=match):
+        make_quantizer(name, *args, **kwargs)
+
+
+def test_fsq_codebook_size_below_two():
+    for size in (1, 0):
+        with pytest.raises(InputError, match="codebook_size"):
+            make_quantizer("fsq", 8, size)

@@ -152,3 +152,30 @@ def test_search_refuses_dtypes_and_shapes_it_cannot_score(tmp_path, capsys):
         ]
         assert word in _error(capsys, argv)
     assert "--scale" in _error(capsys, ["train", "--quantizer", "vq", "--scale", "scalar", "--steps", "2"])
+
+
+def test_reproduce_without_espeak_skips_speech_with_install_hint(capsys, monkeypatch, tmp_path):
+    """The reproduce path when espeak-ng is absent: the other experiments run, speech is recorded as
+    skipped with the install command, exit 0. The trainings are stubbed so this takes well under a
+    second; what is tested is the control flow around load_speech."""
+    from asvq import experiments
+
+    monkeypatch.setattr(data.shutil, "which", lambda name: None)
+    trained = []
+
+    def fake_compare(dataset, *args, **kwargs):
+        trained.append(dataset)
+        return []
+
+    monkeypatch.setattr(experiments, "compare_quantizers", fake_compare)
+    monkeypatch.setattr(experiments, "collapse_run", lambda *a, **k: {"utilization": 1.0, "perplexity": 1.0})
+    tiny = (np.zeros((4, 12), np.float32), np.zeros((2, 12), np.float32))
+    monkeypatch.setattr(experiments, "load_patches", lambda *a, **k: tiny)
+    monkeypatch.setattr(experiments, "vqp_available", lambda: False)
+    out = tmp_path / "rep.json"
+    assert main(["reproduce", "--quick", "--quiet", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "speech: skipped: espeak-ng is not installed" in text and "apt-get install espeak-ng" in text
+    assert trained == ["digits", "patches8", "patches16"]  # the image experiments still ran, speech not
+    rep = json.loads(out.read_text())
+    assert "apt-get install espeak-ng" in rep["speech"]["skipped"]

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from asvq.quantizers import QuantizeOutput, check_latents
-from papershelf.errors import MissingDependencyError
+from papershelf.errors import MissingDependencyError, check_int
 from papershelf.repro import package_version
 
 
@@ -36,6 +36,16 @@ def _import_vqp():
     return vector_quantize_pytorch
 
 
+def _check_args(dim: object, codebook_size: object, seed: object) -> tuple[int, int]:
+    """The same checks as the package's own quantizers, before vector-quantize-pytorch sees the values
+    (it accepts ``codebook_size=1``, a zero width, and seeds such as -1 or 1.5)."""
+    dim = check_int("dim", dim, low=1)
+    codebook_size = check_int("codebook_size", codebook_size, low=2)
+    if seed is not None:
+        torch.manual_seed(check_int("seed", seed, low=0, high=2**63 - 1))
+    return dim, codebook_size
+
+
 class _VQPWrapper(nn.Module):
     def __init__(self, module: nn.Module, dim: int, codebook_size: int) -> None:
         super().__init__()
@@ -58,9 +68,8 @@ class VQPSimVQ(_VQPWrapper):
     """``vector_quantize_pytorch.SimVQ`` (its defaults: rotation trick on, ``Linear(d, d)`` without bias)."""
 
     def __init__(self, dim: int, codebook_size: int, *, seed: int | None = None, **kwargs) -> None:
+        dim, codebook_size = _check_args(dim, codebook_size, seed)
         vqp = _import_vqp()
-        if seed is not None:
-            torch.manual_seed(int(seed))
         super().__init__(vqp.SimVQ(dim=dim, codebook_size=codebook_size, **kwargs), dim, codebook_size)
 
 
@@ -68,9 +77,8 @@ class VQPVectorQuantize(_VQPWrapper):
     """``vector_quantize_pytorch.VectorQuantize`` (EMA codebook, its defaults)."""
 
     def __init__(self, dim: int, codebook_size: int, *, seed: int | None = None, **kwargs) -> None:
+        dim, codebook_size = _check_args(dim, codebook_size, seed)
         vqp = _import_vqp()
-        if seed is not None:
-            torch.manual_seed(int(seed))
         super().__init__(
             vqp.VectorQuantize(dim=dim, codebook_size=codebook_size, **kwargs), dim, codebook_size
         )
