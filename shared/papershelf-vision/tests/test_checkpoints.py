@@ -77,3 +77,32 @@ def test_checkpoint_beats_random_init_on_a_digits_knn_probe(name):
     ours, base = score(trained), score(random)
     # 200 queries: a 8-point margin is ~2.5 binomial standard deviations at these accuracies
     assert ours >= base + 0.08, (ours, base)
+
+
+def test_readme_results_rows_are_the_shipped_eval_files():
+    """Every score in the README's rows for the shipped checkpoints and their random inits is the
+    corresponding number of ``eval.json`` / ``eval_random_init.json`` beside the weights, to 3 places."""
+    import json
+    import re
+    from pathlib import Path
+
+    from papershelf_vision.models import CHECKPOINTS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    keys = ["heldout_linear", "heldout_knn", "digits_linear", "digits_knn", "seg_miou"]
+    checked = set()
+    for line in readme.splitlines():
+        m = re.match(r"\| `([\w-]+)` (pretrained \(shipped|random init) [^|]*\|[^|]*\|(.*)\|\s*$", line)
+        if not m or m.group(1) not in SHIPPED:
+            continue
+        name, which = m.group(1), m.group(2)
+        file, label = (
+            ("eval.json", "pretrained")
+            if which.startswith("pre")
+            else ("eval_random_init.json", "random-init")
+        )
+        scores = json.loads((CHECKPOINTS / name / file).read_text())["results"][label]
+        cells = [c.strip().strip("*") for c in m.group(3).split("|")]
+        assert cells == [f"{scores[k]:.3f}" for k in keys], (name, which)
+        checked.add((name, label))
+    assert checked == {(n, lab) for n in SHIPPED for lab in ("pretrained", "random-init")}

@@ -146,3 +146,30 @@ def test_sample_seed_is_the_first_items_index_for_indexed_kinds(tmp_path):
     (same,) = sorted(a.glob("digit2_*.png"))
     assert third.name.split("_")[1] == same.name.split("_")[1]
     assert third.read_bytes() == same.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "high"), [("scene", 1025, 1024), ("photos", 428, 427), ("ir", 2049, 2048)]
+)
+def test_sample_size_above_the_generator_range_names_the_flag(tmp_path, capsys, kind, size, high):
+    assert main(["sample", kind, "--dir", str(tmp_path / "s"), "-n", "1", "--size", str(size)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --size must be an integer in [{8 if kind != 'ir' else 16}, {high}], got {size}\n"
+    assert not (tmp_path / "s").exists()
+
+
+def test_eval_out_may_not_replace_a_shipped_checkpoints_weights_or_config(capsys, monkeypatch):
+    from papershelf_vision import models
+    from papershelf_vision.models import CHECKPOINTS
+
+    def refuse(name):  # without the check, fail here: before minutes of evaluation and the overwrite
+        raise AssertionError("the --out check must come before load")
+
+    monkeypatch.setattr(models, "load", refuse)
+    for file in ("config.json", "model.safetensors"):
+        target = CHECKPOINTS / "vit-tiny" / file
+        before = target.read_bytes()
+        assert main(["eval", "vit-tiny", "--no-baseline", "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --out") and "shipped checkpoint 'vit-tiny'" in err, err
+        assert target.read_bytes() == before

@@ -201,3 +201,21 @@ def test_generator_ranges_are_one_error_each():
                         (lambda: D.sparse_scene(0, 64, object_size=(2, 3)), "object_size")):  # fmt: skip
         with pytest.raises(InputError, match=match):
             call()
+
+
+def test_textures_and_scenes_at_or_above_the_photo_height_are_drawn():
+    # seed 0 draws a photo texture first; sides >= 427 (the sample photos' height) raised numpy's
+    # "low >= high" ValueError, although scene and objects take sizes up to 1024
+    assert D.texture(np.random.default_rng(0), 430, 430).shape == (430, 430, 3)
+    s = D.scene(0, 432, n_objects=0)
+    assert s.image.shape == (432, 432, 3) and s.image.dtype == np.uint8
+
+
+@pytest.mark.parametrize("classes", [{"circle", "square"}, frozenset({"circle"})])
+def test_unordered_classes_are_refused(classes):
+    # a set's iteration order follows string hashes, which change between processes: scenes and labels
+    # drawn from it would not be reproducible from the seed
+    with pytest.raises(InputError, match="ordered sequence"):
+        D.scene(0, 16, classes=classes)
+    with pytest.raises(InputError, match="ordered sequence"):
+        D.objects(2, classes)

@@ -111,3 +111,24 @@ def test_forward_build_and_load_refuse_malformed_arguments():
             build("micro-resnet", seed=seed)
     with pytest.raises(InputError, match="checkpoint name or a folder"):
         load(123)
+
+
+def test_to_tensor_refuses_a_single_rgb_image_and_takes_flipped_views():
+    x, _ = D.objects(2, size=16)
+    with pytest.raises(InputError, match=r"one \(H, W, 3\) image"):
+        to_tensor(x[0])  # (16, 16, 3) read as 16 grey images 3 px wide before
+    flipped = x[:, :, ::-1]  # negative strides: torch.from_numpy refused them with a ValueError
+    assert torch.equal(to_tensor(flipped), to_tensor(np.ascontiguousarray(flipped)))
+
+
+def test_build_refuses_a_non_config_and_load_an_empty_or_shadowed_name(tmp_path, monkeypatch):
+    for bad in (None, 123):
+        with pytest.raises(InputError, match="preset name"):
+            build(bad)
+    with pytest.raises(InputError, match="unknown checkpoint ''; shipped checkpoints: resnet-s, vit-tiny"):
+        load("")  # was ". is not a model folder"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vit-tiny").mkdir()  # an unrelated folder of the same name must not hide the shipped one
+    assert load("vit-tiny").config == PRESETS["vit-tiny"]
+    with pytest.raises(InputError, match="not a model folder"):
+        load(tmp_path / "vit-tiny")  # a path is a path

@@ -86,7 +86,7 @@ def _eval(args: argparse.Namespace) -> None:
 
     from papershelf.repro import atomic_write_json
     from papershelf_vision.evaluate import default_seg_layer, evaluate, segmentation_reference
-    from papershelf_vision.models import build, get_preset, load, n_params
+    from papershelf_vision.models import CHECKPOINTS, build, checkpoint_names, get_preset, load, n_params
 
     check_outputs({"--out": args.out})
     model_dir = Path(args.model)
@@ -94,6 +94,14 @@ def _eval(args: argparse.Namespace) -> None:
         if model_dir.resolve() in Path(args.out).resolve().parents:
             raise InputError(
                 f"--out {args.out!r} is inside the model folder {args.model!r}; write it elsewhere"
+            )
+    if args.out and not args.random and args.model in checkpoint_names():  # eval.json beside it is fine,
+        shipped = CHECKPOINTS / args.model  # the files load reads are not
+        if Path(args.out).resolve() in {
+            (shipped / f).resolve() for f in ("config.json", "model.safetensors")
+        }:
+            raise InputError(
+                f"--out {args.out!r} would replace a file of the shipped checkpoint {args.model!r}"
             )
     if _check_threads(args.threads) is not None:
         torch.set_num_threads(args.threads)

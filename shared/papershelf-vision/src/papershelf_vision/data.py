@@ -147,7 +147,9 @@ def texture(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
         a = ((np.floor(xx / cell) + np.floor(yy / cell)) % 2)[..., None]
         return a * c1 + (1 - a) * c2
     photo = _photos()[rng.integers(2)]
-    side = int(rng.integers(max(h, w), min(photo.shape[:2])))
+    short = min(photo.shape[:2])  # 427 px; a texture this large or larger upsamples a crop of that side
+    # (drawn only below it, so smaller textures keep their random stream: rng.integers(a, b) needs a < b)
+    side = int(rng.integers(max(h, w), short)) if max(h, w) < short else short
     y0, x0 = rng.integers(photo.shape[0] - side + 1), rng.integers(photo.shape[1] - side + 1)
     return _resize(photo[y0 : y0 + side, x0 : x0 + side], h, w).astype(np.float32) / 255.0
 
@@ -359,6 +361,11 @@ def _render(rng: np.random.Generator, size: int, classes, n_objects: int, centre
 def _check_classes(classes) -> tuple[str, ...]:
     if isinstance(classes, str) or not hasattr(classes, "__iter__"):  # "cat" would become c, a, t
         raise InputError(f"classes must be a sequence of class names, got {classes!r}")
+    if isinstance(classes, set | frozenset):  # iteration order follows string hashes: not reproducible
+        raise InputError(
+            f"classes must be an ordered sequence (a list or tuple), not a {type(classes).__name__}: a set's "
+            "order changes between processes, and with it every draw and label"
+        )
     classes = tuple(classes)
     if not classes:
         raise InputError("classes must name at least one class")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from papershelf.errors import InputError, check_int
-from papershelf_vision.presets import PRESETS, BackboneConfig, get_preset  # noqa: F401 (re-exported)
+from papershelf_vision.presets import PRESETS, BackboneConfig, get_preset  # get_preset re-exported
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 MEAN, STD = 0.5, 0.25
@@ -42,8 +42,13 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.ndim not in (3, 4) or (images.ndim == 4 and images.shape[-1] != 3):
         raise InputError(f"images must be uint8 (N, H, W, 3) or (N, H, W), got {images.dtype} {images.shape}")
+    if images.ndim == 3 and images.shape[-1] == 3:  # one RGB image, not N grey images 3 px wide
+        raise InputError(
+            f"images {images.shape} reads as one (H, W, 3) image; pass a batch (N, H, W, 3), e.g. image[None]"
+        )
     if images.ndim == 3:
         images = np.repeat(images[..., None], 3, axis=-1)
+    images = np.ascontiguousarray(images)  # torch takes no negative strides (flipped views)
     return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0)
 
 
@@ -193,6 +198,10 @@ def build(config: BackboneConfig | str, seed: int | None = 0) -> nn.Module:
     """A randomly initialised backbone of a preset name or config (``seed`` fixes the init)."""
     if isinstance(config, str):
         config = get_preset(config)
+    if not isinstance(config, BackboneConfig):
+        raise InputError(
+            f"build needs a preset name ({', '.join(PRESETS)}) or a BackboneConfig, got {config!r}"
+        )
     if seed is not None:
         seed = check_int("seed", seed, low=0, high=2**63 - 1)
         with torch.random.fork_rng(devices=[]):
@@ -255,10 +264,13 @@ def load(name: str | Path) -> nn.Module:
     if not isinstance(name, str | Path):
         raise InputError(f"load needs a checkpoint name or a folder path, got {type(name).__name__}")
     folder = Path(name)
-    if not folder.is_dir():
+    model_files = ("config.json", "model.safetensors")
+    if not str(name).strip() or not all((folder / f).is_file() for f in model_files):
         known = checkpoint_names()
-        if isinstance(name, str) and name in known:
+        if isinstance(name, str) and name in known:  # a shipped name, even beside a same-named folder
             folder = CHECKPOINTS / name
+        elif folder.is_dir() and str(name).strip():
+            raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
         else:
             raise InputError(
                 f"unknown checkpoint {str(name)!r}; shipped checkpoints: {', '.join(known) or 'none'}"

@@ -52,7 +52,7 @@ def write_samples(
         raise InputError(f"--dir {folder} exists and is not a folder")
     check_output_path(folder / "sample.png", "--dir")  # a folder that can be made, under no file
     if size is not None:  # 0 is an error, not "the default"
-        check_int("--size", size, low=MIN_SIZE.get(kind, 8))
+        check_int("--size", size, low=MIN_SIZE.get(kind, 8), high=MAX_SIZE.get(kind, 1024))
     made = not folder.exists()
     try:  # e.g. under /proc: the nearest existing parent passes the access check but takes no folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,9 @@ def write_samples(
 
 
 # the smallest --size each kind's generator draws (sparse: objects up to 48 px must fit twice)
-MIN_SIZE = {"sparse": 96}
+MIN_SIZE = {"sparse": 96, "ir": 16}
+# the largest (scene, objects, digits, corruptions: 1024; photos: the sample photographs' 427 px height)
+MAX_SIZE = {"photos": 427, "ir": 2048, "sparse": D.MAX_SPARSE_SIZE}
 
 
 def _write(kind: str, folder: Path, n: int, seed: int, size: int | None) -> list[Path]:
