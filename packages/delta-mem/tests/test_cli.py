@@ -73,3 +73,27 @@ def test_outputs_never_overwrite_inputs(capsys, tmp_path):
     assert main(["eval", "--model", "tiny-s", "--adapter", str(adapter), "--out", str(adapter)]) == 2
     assert "would overwrite the input --adapter" in capsys.readouterr().err
     assert res.read_text() == "{}" and adapter.read_bytes() == b"x"
+
+
+def test_hostile_people_and_merge_files_are_one_error_line(capsys, tmp_path):
+    assert main(["train", "--out", str(tmp_path / "a.safetensors"), "--people", "12"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --people") and err.count("\n") == 1
+    for i, text in enumerate(('{"result": {"rows": []}}', '{"result": 5}', '{"result": {"rows": [{}]}}')):
+        bad = tmp_path / f"r{i}.json"
+        bad.write_text(text)
+        assert main(["bench", "--merge", str(bad)]) == 2  # were KeyError / TypeError tracebacks
+        err = capsys.readouterr().err
+        assert err.startswith("error: --merge") and err.count("\n") == 1
+
+
+def test_diagnose_is_seeded(capsys):
+    import torch
+
+    lines = []
+    for global_seed in (1, 2):  # the memory used to be drawn from whatever the global RNG held
+        torch.manual_seed(global_seed)
+        argv = ["diagnose", "--model", "tiny-s", "--window", "96", "--people", "2", "--batch", "1"]
+        assert main([*argv, "--after", "1", "--layers", "0"]) == 0
+        lines.append([ln for ln in capsys.readouterr().out.splitlines() if "grad norm" in ln][:4])
+    assert lines[0] == lines[1] and any(ln.split()[-1] != "0" for ln in lines[0])

@@ -53,3 +53,16 @@ def test_lora_rank_matches_parameter_count(tiny_llama):
         if n.endswith(("q_proj", "o_proj"))
     )
     assert count == rank * per and abs(count - 1000) <= per / 2
+
+
+def test_people_are_limited_by_the_digits_and_top_k_is_checked():
+    from delta_mem.data import MAX_PEOPLE
+
+    d = make_dialogue(0, window=256, n_people=MAX_PEOPLE, update_prob=1.0)
+    assert d.stale is not None and d.answer != d.stale
+    for n in (MAX_PEOPLE + 1, 16):  # 10 with an update, 11+ always, used to be numpy ValueErrors
+        with pytest.raises(InputError, match="n_people"):
+            make_dialogue(0, window=256, n_people=n)
+    for k in (0, -1):  # -1 used to slice off the worst message instead
+        with pytest.raises(InputError, match="top_k"):
+            bm25_window(make_dialogue(5), top_k=k)

@@ -295,3 +295,76 @@ def test_fused_corrections_equal_the_plain_ones_and_deepcopy_stays_separate(tiny
     with torch.no_grad():
         twin(input_ids=ids)
     assert all(s is None for s in get_state(tiny_llama)) and all(s is not None for s in get_state(twin))
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        DeltaMemConfig(state_update_mode="no_lambda", rank=4),  # the mode of every README run
+        DeltaMemConfig(state_update_mode="lambda_outside", rank=4),
+        DeltaMemConfig(couple_lambda=False, heads=2, rank=4),
+        DeltaMemConfig(state_update_mode="no_lambda", heads=2, rank=4),
+    ],
+)
+def test_every_decode_fast_path_equals_the_full_forward_in_float64(tiny_llama, cfg):
+    attach_delta_mem(tiny_llama, cfg)
+    tiny_llama.double()
+    _randomise_corrections(tiny_llama)
+    ids = _ids(T=20, B=2)
+    with torch.no_grad():
+        reset_state(tiny_llama)
+        full = tiny_llama(input_ids=ids).logits
+        S_full = [s.clone() for s in get_state(tiny_llama)]
+        reset_state(tiny_llama)
+        out = tiny_llama(input_ids=ids[:, :8], use_cache=True)
+        steps = [out.logits]
+        for t in range(8, 20):
+            kw = (
+                {"cache": out.cache}
+                if getattr(out, "cache", None) is not None
+                else {"past_key_values": out.past_key_values}
+            )
+            out = tiny_llama(input_ids=ids[:, t : t + 1], use_cache=True, **kw)
+            steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
+    for a, b in zip(get_state(tiny_llama), S_full):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_a_nan_decode_step_is_named_at_the_next_checked_call(tiny_llama):
+    attach_delta_mem(tiny_llama)
+    ids = _ids(T=8, B=1)
+    with torch.no_grad():
+        out = tiny_llama(input_ids=ids, use_cache=True)
+        emb = tiny_llama.get_input_embeddings()(ids[:, :1])
+        emb[0, 0, 0] = float("nan")
+        kw = (
+            {"cache": out.cache}
+            if getattr(out, "cache", None) is not None
+            else {"past_key_values": out.past_key_values}
+        )
+        tiny_llama(inputs_embeds=emb, use_cache=True, **kw)  # a decode step: unchecked, for speed
+        with pytest.raises(InputError, match="memory state of δ-Mem layer 0 holds NaN"):
+            tiny_llama(input_ids=ids)  # used to blame layer 1's hidden states
+        reset_state(tiny_llama)
+        assert torch.isfinite(tiny_llama(input_ids=ids).logits).all()
+
+
+def test_config_sizes_are_integers_and_bounded_by_the_hidden_size(tiny_llama):
+    cfg = DeltaMemConfig(rank=2.0, heads=2.0, chunk=4.0).validate()  # was a TypeError in nn.Linear
+    assert (type(cfg.rank), type(cfg.heads), type(cfg.chunk)) == (int, int, int)
+    attach_delta_mem(tiny_llama, cfg)
+    detach_delta_mem(tiny_llama)
+    with pytest.raises(InputError, match=r"heads × rank = 1 × 1000000000 .* hidden size 32"):
+        attach_delta_mem(tiny_llama, DeltaMemConfig(rank=10**9))  # was a failed 4 TB allocation
+    assert not memory_layers(tiny_llama)
+
+
+def test_casting_the_model_mid_conversation_keeps_the_memory(tiny_llama):
+    attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity="sentence"))
+    ids = _ids(T=12, B=1)
+    with torch.no_grad():
+        tiny_llama(input_ids=ids)
+        tiny_llama.double()  # the float32 state and segment sums follow the new dtype
+        tiny_llama(input_ids=ids)
+    assert all(s.dtype == torch.float64 for s in get_state(tiny_llama))

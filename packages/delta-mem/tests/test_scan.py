@@ -110,3 +110,31 @@ def test_bad_shapes_and_backend():
         scan_chunked(q, k, v, keep[..., :2], erase, write)
     with pytest.raises(InputError, match="backend"):
         scan(q, k, v, keep, erase, write, backend="cuda-magic")
+
+
+def test_scan_inputs_must_share_one_float_dtype():
+    q, k, v, keep, erase, write, S0 = _inputs()
+    fns = (scan_reference, scan_recurrent, lambda *a: scan_chunked(*a, chunk=4))
+    for fn in fns:  # the loop used to promote silently, the reference to fail inside a matmul
+        with pytest.raises(InputError, match="dtype"):
+            fn(q.float(), k.float(), v, keep.float(), erase.float(), write.float())
+        with pytest.raises(InputError, match="S0"):
+            fn(q, k, v, keep, erase, write, S0.float())
+        with pytest.raises(InputError, match="floating-point"):  # integers gave an all-zero scan
+            fn(q.long(), k.long(), v.long(), keep.long(), erase.long(), write.long())
+
+
+def test_triton_scan_refuses_gradients_and_cpu_without_interpreter(monkeypatch):
+    from delta_mem.kernels import scan_triton
+
+    args = list(_inputs(B=1, H=1, T=4, dk=4, dv=4))
+    args[0] = args[0].clone().requires_grad_(True)
+    with pytest.raises(InputError, match="forward-only"):  # it returned reads with no graph
+        scan_triton(*args)
+    with pytest.raises(InputError, match="forward-only"):
+        scan(*args, backend="triton")
+    with torch.no_grad():
+        scan_triton(*args, chunk=2)  # inference is fine
+        monkeypatch.delenv("TRITON_INTERPRET")
+        with pytest.raises(InputError, match="CUDA tensors"):  # was a RuntimeError from Triton's driver
+            scan_triton(*args, chunk=2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from delta_mem.data import BOS, Dialogue, encode, words
-from papershelf.errors import InputError, MissingDependencyError
+from papershelf.errors import InputError, MissingDependencyError, check_int
 
 
 def bm25_window(dialogue: Dialogue, *, top_k: int = 2) -> np.ndarray:
@@ -18,6 +18,7 @@ def bm25_window(dialogue: Dialogue, *, top_k: int = 2) -> np.ndarray:
         from rank_bm25 import BM25Okapi
     except ImportError:
         raise MissingDependencyError("rank_bm25", "delta-mem", "bench") from None
+    top_k = check_int("top_k", top_k, low=1)  # a negative k would slice off the worst, not keep the best
     docs = [words(m) for m in dialogue.messages]
     if not docs:
         raise InputError("the dialogue has no history messages to retrieve from")

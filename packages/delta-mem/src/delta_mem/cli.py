@@ -82,6 +82,7 @@ def _mem_config(args):
 
 
 def _train_config(args, **kw):
+    from delta_mem.data import MAX_PEOPLE
     from delta_mem.experiments import TrainConfig
 
     cfg = TrainConfig(
@@ -91,7 +92,7 @@ def _train_config(args, **kw):
         lm_weight=check_number("--lm-weight", getattr(args, "lm_weight", 0.5), low=0),
         window=check_int("--window", args.window, low=64),
         n_history=check_int("--n-history", args.n_history, low=1),
-        n_people=check_int("--people", args.people, low=1, high=16),
+        n_people=check_int("--people", args.people, low=1, high=MAX_PEOPLE),
         update_prob=check_number("--update-prob", args.update_prob, low=0, high=1),
         curriculum_steps=check_int("--curriculum-steps", getattr(args, "curriculum_steps", 0), low=0),
         seed=args.seed,
@@ -198,7 +199,7 @@ def _eval(args: argparse.Namespace) -> None:
     common=("seed",),
 )
 def _diagnose(args: argparse.Namespace) -> None:
-    from delta_mem.experiments import diagnose, load_backbone, train_memory
+    from delta_mem.experiments import diagnose, load_backbone, seed_memory, train_memory
 
     _threads(args.threads)
     mcfg = _mem_config(args)
@@ -209,6 +210,7 @@ def _diagnose(args: argparse.Namespace) -> None:
     from delta_mem.wrap import attach_delta_mem
 
     attach_delta_mem(model, mcfg)
+    seed_memory(model, tcfg.seed)  # the weights training starts from (it was unseeded: "at init" varied)
 
     def show(tag, d):
         betas = " ".join(f"{b:.3f}" for b in d["beta_mean_per_layer"])
@@ -471,16 +473,26 @@ def _merge(paths):
     import json
     from pathlib import Path
 
-    from delta_mem.experiments import merge_results
+    from delta_mem.experiments import SUMMARY_KEYS, merge_results
 
     results = []
     for p in paths:
         if not Path(p).is_file():
             raise InputError(f"--merge: no such file: {p}")
+        not_ours = InputError(f"--merge: {p} is not a result file written by `bench --result`")
         try:
-            results.append(json.loads(Path(p).read_text())["result"])
+            r = json.loads(Path(p).read_text())["result"]
+            ok = all(k in r for k in ("model", "n_eval", "n_ppl", "memory", "train", "rows", "decode"))
+            ok = ok and isinstance(r["train"], dict) and isinstance(r["rows"], list) and bool(r["rows"])
+            ok = ok and all(
+                isinstance(row, dict) and {"seed", *SUMMARY_KEYS} <= set(row) for row in r["rows"]
+            )
+            ok = ok and isinstance(r["decode"], dict) and isinstance(r["decode"].get("ratio"), (int, float))
         except (ValueError, KeyError, TypeError):
-            raise InputError(f"--merge: {p} is not a result file written by `bench --result`") from None
+            raise not_ours from None
+        if not ok:  # a truncated or hand-edited file used to end in a KeyError traceback
+            raise not_ours
+        results.append(r)
     return merge_results(results)
 
 

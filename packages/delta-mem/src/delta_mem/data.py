@@ -34,6 +34,7 @@ NAMES = (
     "Ezra", "Sana", "Hugo", "Alba", "Kofi", "Mila", "Joon", "Zara",
 )  # fmt: skip
 VALUES = tuple("0123456789")  # one token each: the answer is a single exact token
+MAX_PEOPLE = len(VALUES) - 1  # distinct numbers per person, one digit left free for the update
 CHAT = (
     "did you see the game last night?", "I had pasta for lunch.", "the weather is lovely today.",
     "my cat knocked over a plant.", "I am reading a long novel.", "work was busy this week.",
@@ -125,7 +126,8 @@ def make_dialogue(
     an easy curriculum, the fact a few tokens before the window's start and the question right after."""
     window = check_int("window", window, low=64)
     n_history = check_int("n_history", n_history, low=1)
-    n_people = check_int("n_people", n_people, low=1, high=len(NAMES))
+    # each person gets a distinct one-digit number and an update needs a digit nobody holds: at most 9
+    n_people = check_int("n_people", n_people, low=1, high=MAX_PEOPLE)
     update_prob = check_number("update_prob", update_prob, low=0, high=1)
     check_choice("fact_position", fact_position, FACT_POSITIONS)
     rng = np.random.default_rng(seed)

@@ -207,16 +207,23 @@ def _train_loop(model, params, cfg: TrainConfig, *, use_history: bool, log=print
     return logs
 
 
+def seed_memory(model, seed: int) -> None:
+    """Re-draw the read/write projections of an attached memory from ``seed`` (``W_Δ`` stay zero), so the
+    start of training, and a diagnosis before it, do not depend on the global random state."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in memory_parameters(model).values():
+            if p.dim() == 2 and p.abs().sum() > 0:
+                torch.nn.init.normal_(p, std=p.shape[1] ** -0.5)
+
+
 def train_memory(model, mem_cfg: DeltaMemConfig | None, cfg: TrainConfig, *, log=print) -> list[dict]:
     """Attach δ-Mem (if not attached) and train only its parameters; the backbone stays frozen."""
     from delta_mem.wrap import is_wrapped
 
     if not is_wrapped(model):
         attach_delta_mem(model, mem_cfg)
-    torch.manual_seed(cfg.seed)
-    for p in memory_parameters(model).values():  # re-draw the read/write projections for this seed
-        if p.dim() == 2 and p.abs().sum() > 0:
-            torch.nn.init.normal_(p, std=p.shape[1] ** -0.5)
+    seed_memory(model, cfg.seed)
     return _train_loop(model, memory_parameters(model).values(), cfg, use_history=True, log=log)
 
 

@@ -61,15 +61,16 @@ class DeltaMemConfig:
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> DeltaMemConfig:
-        check_int("rank (state size)", self.rank, low=1)
-        check_int("heads", self.heads, low=1)
+        # stored back: an integral float such as rank=2.0 passes the check and must not reach nn.Linear
+        self.rank = check_int("rank (state size)", self.rank, low=1)
+        self.heads = check_int("heads", self.heads, low=1)
         check_number("alpha", self.alpha, low=0, low_open=True)
         check_number("beta_bias_init", self.beta_bias_init)
         check_number("lambda_bias_init", self.lambda_bias_init)
         check_choice("state_update_mode", self.state_update_mode, UPDATE_MODES)
         check_choice("write_granularity", self.write_granularity, GRANULARITIES)
         check_choice("backend", self.backend, BACKENDS)
-        check_int("chunk", self.chunk, low=1)
+        self.chunk = check_int("chunk", self.chunk, low=1)
         for name in ("couple_lambda", "check_finite"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -239,12 +240,25 @@ class DeltaMemLayer(nn.Module):
                 f"batch size {B} differs from the memory state's {self.state.shape[0]}; "
                 "call reset_state(model)"
             )
+        dtype = self.in_proj.weight.dtype
+        if self.state is not None and self.state.dtype != dtype:  # the model was cast mid-conversation
+            for name in ("state", "acc_sum", "acc_n"):
+                carried = getattr(self, name)
+                if carried is not None:
+                    setattr(self, name, carried.to(dtype))
         if T == 1 and self.cfg.write_granularity == "token" and self.state is not None:
-            dtype = self.in_proj.weight.dtype
             return self._decode_step(x if x.dtype == dtype else x.to(dtype))
-        if self.cfg.check_finite and not bool(torch.isfinite(x).all()):
-            raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
-        x = x.to(self.in_proj.weight.dtype)
+        if self.cfg.check_finite:
+            if not bool(torch.isfinite(x).all()):
+                raise InputError(f"hidden states entering δ-Mem layer {self.index} contain NaN or inf")
+            if self.state is not None and not bool(torch.isfinite(self.state).all()):
+                # a decode step (unchecked, for speed) wrote NaN/inf: say so instead of blaming the
+                # next layer's hidden states
+                raise InputError(
+                    f"the memory state of δ-Mem layer {self.index} holds NaN or inf (written by an "
+                    "earlier non-finite step); call reset_state(model)"
+                )
+        x = x.to(dtype)
         H, r = self.cfg.heads, self.cfg.rank
         if self.cfg.write_granularity == "token":
             q, k, v, beta, lam = self.features(x)

@@ -21,6 +21,9 @@ def scan_reference(q, k, v, keep, erase, write, S0=None):
     Shapes: ``q``, ``k`` (B, H, T, d_k); ``v``, ``keep``, ``erase``, ``write`` (B, H, T, d_v);
     ``S0`` (B, H, d_v, d_k) or None (zeros). Returns ``(reads (B, H, T, d_v), S_T (B, H, d_v, d_k))``.
     """
+    from delta_mem.scan import _check  # shapes and dtypes, the same contract as the fast forms
+
+    _check(q, k, v, keep, erase, write, S0)
     B, H, T, dk = q.shape
     dv = v.shape[-1]
     S = torch.zeros(B, H, dv, dk, dtype=q.dtype, device=q.device) if S0 is None else S0.clone()

@@ -37,6 +37,14 @@ def gate_coefficients(beta, lam, mode: str = "standard"):
 
 
 def _check(q, k, v, keep, erase, write, S0):
+    named = (("q", q), ("k", k), ("v", v), ("keep", keep), ("erase", erase), ("write", write), ("S0", S0))
+    for name, x in named:
+        if x is not None and not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+            raise InputError(f"{name} must be a floating-point tensor, got {got}")
+    mixed = {name: x.dtype for name, x in named if x is not None and x.dtype != q.dtype}
+    if mixed:  # the loop would silently promote and the reference would fail deep inside a matmul
+        raise InputError(f"every scan input must have q's dtype {q.dtype}; got {mixed}")
     if q.dim() != 4 or k.shape != q.shape:
         raise InputError(f"q and k must both be (B, H, T, d_k); got {tuple(q.shape)} and {tuple(k.shape)}")
     B, H, T, _ = q.shape

@@ -67,6 +67,13 @@ def attach_delta_mem(
         if bad:
             raise InputError(f"layers {bad} out of range: the model has {len(attns)} attention layers")
         attns = [attns[i] for i in sorted(set(cfg.layers))]
+    for name, attn in attns:  # before allocating: heads=10**5 would otherwise die in the allocator
+        if cfg.heads * cfg.rank > _hidden_size(attn):
+            raise InputError(
+                f"heads × rank = {cfg.heads} × {cfg.rank} = {cfg.heads * cfg.rank} exceeds the hidden size "
+                f"{_hidden_size(attn)} of {name or '<root>'}; the state is meant to be compact "
+                f"(default 8 × 8): use heads × rank <= {_hidden_size(attn)}"
+            )
     if freeze:
         for p in model.parameters():
             p.requires_grad_(False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from papershelf.device import triton_mode
 from papershelf.errors import InputError, MissingDependencyError, check_int
 
 try:
@@ -87,6 +88,21 @@ def scan_triton(q, k, v, keep, erase, write, S0=None, *, chunk: int = 32):
 
     _check(q, k, v, keep, erase, write, S0)
     C = check_int("chunk", chunk, low=1)
+    if torch.is_grad_enabled() and any(
+        x is not None and x.requires_grad for x in (q, k, v, keep, erase, write, S0)
+    ):
+        # it would return reads without a graph: the projections behind q, k, v and the gates would
+        # silently get no gradient
+        raise InputError(
+            "the Triton scan is forward-only: inputs require grad; use backend='chunked' (or 'auto') "
+            "to train, or run it under torch.no_grad()"
+        )
+    if not q.is_cuda and triton_mode() != "interpret":
+        raise InputError(
+            f"the Triton scan needs CUDA tensors (or TRITON_INTERPRET=1 set before importing triton); "
+            f"got tensors on {q.device}",
+            hint="use backend='chunked' on CPU",
+        )
     B, H, T, dk = q.shape
     dv = v.shape[-1]
     if dk > 128:
