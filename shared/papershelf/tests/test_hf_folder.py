@@ -78,3 +78,15 @@ def test_corrupt_and_missing_weights_are_one_error(tmp_path):
 def test_extra_weight_layers_and_unknown_configs_pass(tmp_path):
     check_config_fits_weights(_folder(tmp_path, layers=3))  # e.g. a multi-token-prediction layer
     assert estimated_parameters({"d_model": 8}) is None
+
+
+def test_model_folder_takes_a_folder_or_a_testbed_name(tmp_path):
+    from papershelf.hf_folder import model_folder
+
+    assert model_folder(str(tmp_path)) == tmp_path
+    with pytest.raises(InputError, match=r"^--model 'tiny-q' is not a folder"):
+        model_folder("tiny-q")
+    with pytest.raises(InputError, match=r"^--base "):
+        model_folder(str(tmp_path / "none"), flag="--base")
+    lm = pytest.importorskip("papershelf_lm.model")
+    assert model_folder("tiny-s") == lm.CHECKPOINTS / "tiny-s"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_int
-from papershelf.hf_folder import check_config_fits_weights
+from papershelf.hf_folder import check_config_fits_weights, model_folder
 from papershelf.repro import check_output_path
 from prism_attn import __version__
 from prism_attn.config import METHODS, PrismConfig
@@ -355,24 +355,6 @@ def _plot(result: dict, path: str) -> None:
     print(f"wrote {path}")
 
 
-def _model_folder(name: str) -> Path:
-    """``--model``: a local Hugging Face folder, or the name of a testbed checkpoint when
-    ``papershelf-lm`` is installed (``tiny-s``, ``tiny-m``)."""
-    path = Path(name)
-    if path.is_dir():
-        return path
-    try:
-        from papershelf_lm.model import CHECKPOINTS, checkpoint_names
-    except ImportError:
-        known: list[str] = []
-    else:
-        known = checkpoint_names()
-        if name in known:
-            return CHECKPOINTS / name
-    also = f", or a testbed checkpoint name ({', '.join(known)})" if known else ""
-    raise InputError(f"--model {name!r} is not a folder (a local Hugging Face model is expected{also})")
-
-
 # ---- eval ---------------------------------------------------------------------------------------------
 @app.command(
     "eval",
@@ -392,7 +374,7 @@ def _model_folder(name: str) -> Path:
     ],
 )
 def _eval(args: argparse.Namespace) -> None:
-    path = _model_folder(args.model)
+    path = model_folder(args.model)
     prompt_path = Path(args.prompt_file)
     if not prompt_path.is_file():
         raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")

@@ -24,6 +24,27 @@ _LAYER = re.compile(r"\.(?:layers|h|blocks|layer)\.(\d+)\.")
 SLACK = 4.0  # the config may describe up to this many times the weights' elements (tied heads, buffers)
 
 
+def model_folder(name: str, flag: str = "--model") -> Path:
+    """A local model folder, or the folder of a testbed checkpoint named ``name`` (``tiny-s``,
+    ``tiny-m``) when ``papershelf-lm`` is installed; otherwise an :class:`InputError` naming ``flag``.
+
+    The testbed is looked up lazily and only by name: the core does not depend on it.
+    """
+    path = Path(name)
+    if path.is_dir():
+        return path
+    try:
+        from papershelf_lm.model import CHECKPOINTS, checkpoint_names
+    except ImportError:
+        known: list[str] = []
+    else:
+        known = checkpoint_names()
+        if name in known:
+            return CHECKPOINTS / name
+    also = f", or a testbed checkpoint name ({', '.join(known)})" if known else ""
+    raise InputError(f"{flag} {name!r} is not a folder (a local Hugging Face model is expected{also})")
+
+
 def read_config(folder: str | Path) -> dict[str, Any]:
     """``config.json`` of ``folder`` as a dict, or an :class:`InputError` naming the file."""
     path = Path(folder) / "config.json"
