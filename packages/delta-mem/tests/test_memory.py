@@ -17,6 +17,19 @@ from delta_mem.wrap import (
 from papershelf.errors import InputError
 
 
+def _prefill_then_decode(model, ids, prefill: int):
+    """Logits of a fresh conversation: ``ids[:, :prefill]`` in one call, then one token per call."""
+    reset_state(model)
+    out = model(input_ids=ids[:, :prefill], use_cache=True)
+    steps = [out.logits]
+    for t in range(prefill, ids.shape[1]):
+        cache = getattr(out, "cache", None)
+        kw = {"cache": cache} if cache is not None else {"past_key_values": out.past_key_values}
+        out = model(input_ids=ids[:, t : t + 1], use_cache=True, **kw)
+        steps.append(out.logits)
+    return torch.cat(steps, 1)
+
+
 def _ids(T=40, B=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(32, 127, (B, T), generator=g)
@@ -133,18 +146,8 @@ def test_cached_decoding_equals_full_forward(tiny_llama, granularity):
     with torch.no_grad():
         reset_state(tiny_llama)
         full = tiny_llama(input_ids=ids).logits
-        reset_state(tiny_llama)
-        out = tiny_llama(input_ids=ids[:, :16], use_cache=True)
-        steps = [out.logits]
-        for t in range(16, 24):
-            kw = (
-                {"cache": out.cache}
-                if getattr(out, "cache", None) is not None
-                else {"past_key_values": out.past_key_values}
-            )
-            out = tiny_llama(input_ids=ids[:, t : t + 1], use_cache=True, **kw)
-            steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-4, atol=1e-5)
+        stepped = _prefill_then_decode(tiny_llama, ids, 16)
+    torch.testing.assert_close(stepped, full, rtol=1e-4, atol=1e-5)
 
 
 def test_save_load_round_trip_and_fingerprint(tiny_llama, tmp_path):
@@ -315,18 +318,8 @@ def test_every_decode_fast_path_equals_the_full_forward_in_float64(tiny_llama, c
         reset_state(tiny_llama)
         full = tiny_llama(input_ids=ids).logits
         S_full = [s.clone() for s in get_state(tiny_llama)]
-        reset_state(tiny_llama)
-        out = tiny_llama(input_ids=ids[:, :8], use_cache=True)
-        steps = [out.logits]
-        for t in range(8, 20):
-            kw = (
-                {"cache": out.cache}
-                if getattr(out, "cache", None) is not None
-                else {"past_key_values": out.past_key_values}
-            )
-            out = tiny_llama(input_ids=ids[:, t : t + 1], use_cache=True, **kw)
-            steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
+        stepped = _prefill_then_decode(tiny_llama, ids, 8)
+    torch.testing.assert_close(stepped, full, rtol=0, atol=1e-12)
     for a, b in zip(get_state(tiny_llama), S_full):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
