@@ -1,14 +1,11 @@
 """The README's Python blocks run as written."""
 
-import re
 from pathlib import Path
+
+from papershelf.testing import run_readme_python_blocks
 
 
 def test_readme_python_blocks_run():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert len(blocks) >= 2
-    for i, block in enumerate(blocks):
-        namespace: dict = {}
-        exec(compile(block, f"README block {i}", "exec"), namespace)
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    namespace = run_readme_python_blocks(readme, at_least=2)
     assert namespace["step"].shape[-1] == 263

@@ -1,13 +1,14 @@
 """The docstring examples and the README quickstart run as written."""
 
 import doctest
-import re
 from pathlib import Path
 
 import slg_search
 import slg_search.envs
 import slg_search.search
 import slg_search.tail
+
+from papershelf.testing import run_readme_python_blocks
 
 
 def test_docstring_examples():
@@ -17,10 +18,6 @@ def test_docstring_examples():
 
 
 def test_readme_python_blocks_run():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert len(blocks) >= 2
-    for i, block in enumerate(blocks):
-        namespace: dict = {}
-        exec(compile(block, f"README block {i}", "exec"), namespace)
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    namespace = run_readme_python_blocks(readme, at_least=2)
     assert namespace["res"].n_rollouts == 300

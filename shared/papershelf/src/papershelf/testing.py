@@ -6,6 +6,8 @@ This module imports pytest; import it from tests only.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,3 +73,17 @@ def assert_rate_above(failures: int, n: int, p: float, *, z: float = 3.0, what: 
     bound = rate_upper_bound(p, n, z=z)
     rate = failures / n
     assert rate > bound, f"{what} {rate:.4f} ({failures}/{n}) does not exceed {p} + {z} SE = {bound:.4f}"
+
+
+def run_readme_python_blocks(readme: str | Path, *, at_least: int = 1) -> dict[str, Any]:
+    """Run every ```python block of ``readme`` as written, each in a fresh namespace, and return the
+    last block's namespace (so a test can check what it computed). Fails if fewer than ``at_least``
+    blocks are found: a renamed fence must not turn the check into one that cannot fail."""
+    text = Path(readme).read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= at_least, f"{readme}: {len(blocks)} python block(s), expected >= {at_least}"
+    namespace: dict[str, Any] = {}
+    for i, block in enumerate(blocks):
+        namespace = {}
+        exec(compile(block, f"{Path(readme).name} python block {i}", "exec"), namespace)
+    return namespace
