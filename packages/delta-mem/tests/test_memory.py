@@ -181,6 +181,58 @@ def test_save_load_round_trip_and_fingerprint(tiny_llama, tmp_path):
         load_adapter(copy.deepcopy(backbone), tmp_path / "missing.safetensors")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_adapter_loads_on_the_same_backbone_in_another_precision(tiny_llama, tmp_path, dtype):
+    """A float32-trained adapter attaches to the same checkpoint cast to bf16/fp16 (the fingerprint used
+    to hash the dtype and refused it), and an adapter saved from the cast model attaches back; a backbone
+    perturbed by 1% is still refused in either precision."""
+    backbone = copy.deepcopy(tiny_llama)
+    attach_delta_mem(tiny_llama, DeltaMemConfig())
+    _randomise_corrections(tiny_llama)
+    path = save_adapter(tiny_llama, tmp_path / "a.safetensors")
+    cast = copy.deepcopy(backbone).to(dtype)
+    load_adapter(cast, path)
+    ids = _ids()
+    with torch.no_grad():
+        want = tiny_llama(input_ids=ids).logits
+        reset_state(cast)
+        got = cast(input_ids=ids).logits.float()
+    assert (got - want).abs().max() <= 0.05 * want.abs().max()  # the same model, in lower precision
+    back = save_adapter(cast, tmp_path / "cast.safetensors")
+    load_adapter(copy.deepcopy(backbone), back)
+    perturbed = copy.deepcopy(backbone)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in perturbed.parameters():
+            p.mul_(1 + 0.01 * torch.randn_like(p))
+    for model in (perturbed, copy.deepcopy(perturbed).to(dtype)):
+        with pytest.raises(InputError, match="another backbone"):
+            load_adapter(model, path)
+
+
+def test_fingerprint_precision_rule():
+    from delta_mem.io import _same_values
+
+    x = torch.randn(64, dtype=torch.float64).tolist()
+    dtypes = ("float32", "bfloat16", "float16")
+    as_ = {d: torch.tensor(x).to(getattr(torch, d)).double().tolist() for d in dtypes}
+    assert _same_values(as_["float32"], "float32", as_["bfloat16"], "bfloat16")
+    assert _same_values(as_["float16"], "float16", as_["float32"], "float32")
+    assert _same_values(as_["bfloat16"], "bfloat16", as_["float16"], "float16")
+    nudged = [v * (1 + 2.0**-9) for v in as_["float32"]]  # below bf16's rounding but not float32's
+    assert not _same_values(nudged, "float32", as_["float32"], "float32")
+    assert not _same_values(as_["float32"], "float32", as_["float32"][:-1], "float32")
+    assert not _same_values(as_["float32"], "complex", as_["float32"], "float32")
+
+
+def test_adapters_with_the_first_fingerprint_format_still_load(tiny_llama, tmp_path):
+    from delta_mem.io import _legacy_fingerprint, same_backbone
+
+    assert same_backbone(_legacy_fingerprint(tiny_llama), tiny_llama)
+    assert not same_backbone(_legacy_fingerprint(tiny_llama), tiny_llama.to(torch.bfloat16))
+    assert not same_backbone("{not json", tiny_llama)
+
+
 def test_corrupt_adapters_are_refused(tiny_llama, tmp_path):
     from safetensors.torch import load_file, save_file
 

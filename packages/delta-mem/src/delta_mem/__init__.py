@@ -40,6 +40,7 @@ _EXPORTS = {
     "memory_parameters": "wrap",
     "reset_state": "wrap",
     "backbone_fingerprint": "io",
+    "same_backbone": "io",
     "load_adapter": "io",
     "save_adapter": "io",
     "Dialogue": "data",

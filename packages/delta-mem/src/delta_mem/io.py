@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -17,18 +18,74 @@ from papershelf.repro import atomic_path
 FORMAT = "delta-mem/1"
 
 
+SAMPLES_PER_TENSOR = 8
+
+
+def _backbone_tensors(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [(n, p) for n, p in sorted(model.state_dict().items()) if f".{ATTR}." not in f".{n}"]
+
+
 def backbone_fingerprint(model: nn.Module) -> str:
-    """SHA-256 over the backbone's parameter names, shapes, dtypes and a strided sample of each tensor's
-    values (≤ 4096 per tensor), so a different checkpoint or architecture gives a different fingerprint."""
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        if f".{ATTR}." in f".{name}":
+    """JSON: a SHA-256 over the backbone's parameter names and shapes, and per floating tensor its dtype
+    and a few values at fixed strided positions. Values, not a hash of them, so that the same checkpoint
+    loaded in another precision (a float32-trained adapter on a bfloat16 backbone) is still recognised:
+    :func:`same_backbone` compares them after rounding to the coarser dtype."""
+    arch = hashlib.sha256()
+    dtypes, samples = [], []
+    for name, p in _backbone_tensors(model):
+        arch.update(f"{name}|{tuple(p.shape)}".encode())
+        if not p.is_floating_point() or p.numel() == 0:
             continue
+        flat = p.detach().reshape(-1)
+        at = torch.linspace(0, flat.numel() - 1, min(SAMPLES_PER_TENSOR, flat.numel())).long()
+        dtypes.append(str(p.dtype).removeprefix("torch."))
+        samples.append(flat[at].to("cpu", torch.float64).tolist())
+    return json.dumps({"arch": arch.hexdigest(), "dtypes": dtypes, "samples": samples})
+
+
+def _legacy_fingerprint(model: nn.Module) -> str:
+    """The first fingerprint format (a hash that includes the dtypes), read for adapters saved with it."""
+    h = hashlib.sha256()
+    for name, p in _backbone_tensors(model):
         h.update(f"{name}|{tuple(p.shape)}|{p.dtype}".encode())
         flat = p.detach().reshape(-1)
         step = max(1, flat.numel() // 4096)
         h.update(flat[::step].float().cpu().numpy().tobytes())
     return h.hexdigest()
+
+
+def _same_values(saved: list[float], saved_dtype: str, now: list[float], now_dtype: str) -> bool:
+    """Equal once both are rounded to the coarser of the two dtypes (exact when one dtype holds the
+    other's values, as float32 holds bfloat16's); bfloat16 against float16, where neither holds the
+    other, within bfloat16's rounding (relative 2**-7)."""
+    a = torch.tensor(saved, dtype=torch.float64)
+    b = torch.tensor(now, dtype=torch.float64)
+    if a.shape != b.shape:
+        return False
+    kinds = {saved_dtype, now_dtype}
+    if kinds == {"bfloat16", "float16"}:
+        return bool(((a - b).abs() <= 2.0**-7 * torch.maximum(a.abs(), b.abs())).all())
+    try:
+        coarse = max((getattr(torch, d) for d in kinds), key=lambda d: torch.finfo(d).eps)
+    except (AttributeError, TypeError):
+        return False
+    return torch.equal(a.to(coarse), b.to(coarse))
+
+
+def same_backbone(fingerprint: str, model: nn.Module) -> bool:
+    """Whether ``model`` is the backbone a saved ``fingerprint`` describes: the same parameter names and
+    shapes, and the same sampled values up to the precision it is loaded in."""
+    if not fingerprint.startswith("{"):
+        return fingerprint == _legacy_fingerprint(model)
+    try:
+        saved = json.loads(fingerprint)
+        now = json.loads(backbone_fingerprint(model))
+        if saved["arch"] != now["arch"] or len(saved["samples"]) != len(now["samples"]):
+            return False
+        pairs = zip(saved["samples"], saved["dtypes"], now["samples"], now["dtypes"], strict=True)
+        return all(_same_values(*pair) for pair in pairs)
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def save_adapter(model: nn.Module, path: str | os.PathLike[str]) -> Path:
@@ -102,7 +159,7 @@ def load_adapter(
     tensors, cfg, fingerprint = read_adapter(path)
     if is_wrapped(model):
         raise InputError("model already has δ-Mem attached; load the adapter into the bare backbone")
-    if check_backbone and backbone_fingerprint(model) != fingerprint:
+    if check_backbone and not same_backbone(fingerprint, model):
         raise InputError(
             f"adapter {str(path)!r} was trained on another backbone (fingerprint mismatch)",
             hint="load it into the model it was trained with, or pass check_backbone=False",
