@@ -97,3 +97,19 @@ def test_diagnose_is_seeded(capsys):
         assert main([*argv, "--after", "1", "--layers", "0"]) == 0
         lines.append([ln for ln in capsys.readouterr().out.splitlines() if "grad norm" in ln][:4])
     assert lines[0] == lines[1] and any(ln.split()[-1] != "0" for ln in lines[0])
+
+
+def test_decode_only_times_a_random_backbone_at_a_named_shape(tmp_path, capsys, monkeypatch):
+    """`bench --decode-only --model <shape>` builds a random-weight Llama of that shape (the real preset
+    is Llama-3.2-1B's, 5 GB: too big for a test, so a tiny entry stands in for it)."""
+    from delta_mem import experiments
+
+    small = {**experiments.TIMING_SHAPES["llama-1b-shape"], "vocab_size": 300, "hidden_size": 32}
+    small.update(intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    monkeypatch.setitem(experiments.TIMING_SHAPES, "tiny-shape", {**small, "head_dim": 8})
+    out = tmp_path / "d.json"
+    args = ["bench", "--decode-only", "--model", "tiny-shape", "--decode-steps", "2", "--out", str(out)]
+    assert main(args) == 0
+    (rec,) = json.loads(out.read_text())
+    assert rec["benchmark"] == "decode-time-per-token-tiny-shape" and rec["baseline_value"] > 0
+    assert "tiny-shape: decode per token backbone" in capsys.readouterr().out

@@ -350,7 +350,12 @@ def _print_targets(result):
         *EXP_ARGS,
         arg("--quick", action="store_true", help="random tiny model, 2 training steps, seconds"),
         arg("--result", default=None, metavar="FILE.json", help="also write the full result (every seed)"),
-        arg("--decode-only", action="store_true", help="only the decode overhead per token (no training)"),
+        arg(
+            "--decode-only",
+            action="store_true",
+            help="only the decode overhead per token (no training); --model llama-1b-shape times a "
+            "random-weight backbone with Llama-3.2-1B's shapes",
+        ),
         arg(
             "--merge",
             nargs="+",
@@ -499,12 +504,15 @@ def _merge(paths):
 def _decode_only(args) -> None:
     import copy
 
-    from delta_mem.experiments import decode_overhead, load_backbone
+    from delta_mem.experiments import TIMING_SHAPES, decode_overhead, load_backbone, timing_llama
     from delta_mem.wrap import attach_delta_mem
     from papershelf.bench import record, write_records
 
     _threads(args.threads)
-    backbone, label = load_backbone(_model(args))
+    if _model(args) in TIMING_SHAPES:  # random weights at a real model's shapes: timing only
+        backbone, label = timing_llama(args.model), args.model
+    else:
+        backbone, label = load_backbone(_model(args))
     wrapped = copy.deepcopy(backbone)
     attach_delta_mem(wrapped, _mem_config(args))
     steps = check_int("--decode-steps", args.decode_steps, low=1)

@@ -368,6 +368,30 @@ def random_llama(seed: int = 0, *, hidden: int = 32, layers: int = 2, vocab: int
     return LlamaForCausalLM(cfg).float().eval()
 
 
+# Public model shapes for timing only: random weights, so the decode overhead can be measured at the
+# size the paper's backbones have (timing does not depend on the weights' values).
+TIMING_SHAPES = {
+    "llama-1b-shape": {  # Llama-3.2-1B's shapes
+        "vocab_size": 128256,
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+    },
+}
+
+
+def timing_llama(name: str):
+    """A random-weight Llama with the shapes of ``TIMING_SHAPES[name]`` (≈ 5 GB in float32 for the 1B)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**TIMING_SHAPES[name], max_position_embeddings=4096, tie_word_embeddings=True)
+    return LlamaForCausalLM(cfg).float().eval()
+
+
 def random_windows(n: int, length: int, seed: int, split: str = "validation") -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + (0 if split == "validation" else 1))
     return torch.cat([torch.full((n, 1), BOS), torch.randint(32, 127, (n, length - 1), generator=g)], dim=1)
