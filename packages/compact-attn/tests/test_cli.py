@@ -110,3 +110,14 @@ def test_eval_takes_a_testbed_name(tmp_path, capsys):
     assert main(["eval", "--model", "tiny-q"]) == 2
     err = capsys.readouterr().err
     assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1
+
+
+def test_reproduce_plot_without_matplotlib_is_refused_before_the_run(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the [plots] extra were not installed
+    argv = ["reproduce", "--lengths", "--task-lengths", "1024", "--tasks", "passkey", "--samples", "1"]
+    out, plot = tmp_path / "r.json", tmp_path / "r.png"
+    assert main([*argv, "--plot", str(plot), "--out", str(out)]) != 0
+    captured = capsys.readouterr()
+    assert "matplotlib" in captured.err and "passkey" not in captured.out  # nothing ran
+    assert not out.exists() and not plot.exists()

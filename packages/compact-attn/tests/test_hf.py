@@ -83,3 +83,19 @@ def test_decode_steps_are_dense_by_default_and_through_the_method_on_request(mod
         runner.generate(prompt, 3, decode="sparse")
     with pytest.raises(InputError, match="needs a prefill"):
         ChunkedPrefill(model, method).continue_logits(prompt, 0)
+
+
+def test_hostile_ids_and_positions_are_refused_before_the_model_runs(model_and_ids):
+    model, ids, _ = model_and_ids
+    runner = ChunkedPrefill(model, DenseAttention(), chunk=64, page_size=16)
+    vocab = model.config.vocab_size
+    for bad, word in ((ids + vocab, "vocabulary"), (ids - vocab, "vocabulary"), (ids.float(), "integer")):
+        with pytest.raises(InputError, match=word):  # was an IndexError / RuntimeError from the embedding
+            runner.prefill(bad)
+    runner.prefill(ids[:, :40], extra_tokens=8)
+    with pytest.raises(InputError, match="start must be the 40 tokens"):  # was silently wrong positions
+        runner.continue_logits(ids[:, 40:42], 30)
+    with pytest.raises(InputError, match="vocabulary"):
+        runner.continue_logits(ids[:, 40:42] + vocab, 40)
+    with pytest.raises(InputError, match="attend"):  # was an AttributeError inside the model's forward
+        ChunkedPrefill(model, None)

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 from compact_attn.compact import chunk_context
 from compact_attn.paged import PagedKVCache, attend_positions, softmax_scaling
-from compact_attn.selectors import AntidiagonalSelector
-from compact_attn.tables import own_blocks
+from compact_attn.selectors import AntidiagonalSelector, check_mask
+from compact_attn.tables import check_group, own_blocks
 from papershelf.errors import InputError, check_int, check_number
 
 
@@ -31,8 +31,27 @@ def gathered_attention(q, K, V, pos, *, offset: int, scaling: float, impl: str =
     )
 
 
+def check_chunk_kv(q, k, v, offset) -> None:
+    """q (H, T, D) at absolute positions offset … N-1 of k, v (H_kv, N, D): shapes, GQA, finite q."""
+    if not all(isinstance(x, torch.Tensor) for x in (q, k, v)) or q.dim() != 3 or k.dim() != 3:
+        raise InputError("q must be (heads, T, D) and k, v (kv_heads, N, D) tensors")
+    if (v is not k and v.shape != k.shape) or q.shape[-1] != k.shape[-1]:
+        raise InputError(f"k and v must be (kv_heads, N, D) with q's D, got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")  # fmt: skip
+    check_group(q.shape[0], k.shape[0])
+    bad_type = isinstance(offset, bool) or not isinstance(offset, int)
+    if bad_type or offset < 0 or offset + q.shape[1] != k.shape[1]:
+        raise InputError(f"offset must be N - T = {k.shape[1] - q.shape[1]} (the chunk ends the cache), "
+                         f"got {offset!r}")  # fmt: skip
+    if q.shape[1] < 1:
+        raise InputError("the query chunk is empty")
+    if q.device.type == "cpu" and not bool(torch.isfinite(q).all()):
+        raise InputError("q contains NaN or inf")
+
+
 def dense_chunk_attention(q, k, v, *, offset: int, scaling=None, impl: str = "matmul") -> torch.Tensor:
     """Dense causal attention of a chunk q (H, T, D) over k, v (H_kv, N, D) in token order."""
+    check_chunk_kv(q, k, v, offset)
     H, T, D = q.shape
     Hkv, N, _ = k.shape
     G = H // Hkv
@@ -71,6 +90,12 @@ class DenseAttention:
 def quoka_select(q, k, *, offset: int, budget, n_queries: int = 32) -> torch.Tensor:
     """Token ids (H_kv, M) kept by QUOKA, sorted: ⌈β·offset⌉ past tokens (β a fraction of the past, or an
     int count) and the chunk's own tokens offset … N-1, always."""
+    check_chunk_kv(q, k, k, offset)
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        raise InputError(f"budget must be a fraction in (0, 1] or a token count >= 1, got {budget!r}")
+    if isinstance(budget, int):
+        check_int("budget", budget, low=1)
+    n_queries = check_int("n_queries", n_queries, low=1)
     H, T, D = q.shape
     Hkv, N, _ = k.shape
     G = H // Hkv
@@ -165,6 +190,7 @@ class PerHeadBlockSparse:
         scaling = softmax_scaling(scaling, D)
         means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
         masks = self.selector(q, cache.logical_keys(layer), offset=offset, block=B, key_means=means)
+        masks = check_mask(masks, H, math.ceil(T / B), math.ceil(N / B))
         rows = self.last_rows = row_blocks(masks, offset, T, B)
         pt = cache.page_table
         kp, vp = cache.k[layer], cache.v[layer]

@@ -273,6 +273,11 @@ def _reproduce(args: argparse.Namespace) -> None:
     _threads(args.threads)
     check_output_path(args.out)
     check_output_path(args.plot, "--plot")
+    if args.plot:  # refused now, not after the whole run (the JSON is written after the plot)
+        from papershelf.device import has_module
+
+        if not has_module("matplotlib"):
+            raise MissingDependencyError("matplotlib", package="compact-attn", extra="plots")
     samples = check_int("--samples", args.samples, low=1)
     for b in args.budgets:
         check_number("--budgets", b, low=0, high=1, low_open=True)

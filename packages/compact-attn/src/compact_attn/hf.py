@@ -58,6 +58,9 @@ class ChunkedPrefill:
 
     def __init__(self, model, method, *, chunk: int = 512, page_size: int = 64,
                  allocation: str = "sequential") -> None:  # fmt: skip
+        if not callable(getattr(method, "attend", None)):
+            raise InputError(f"method must have attend(q, cache, layer, scaling), e.g. CompactAttention(); "
+                             f"got {type(method).__name__}")  # fmt: skip
         self.model = model
         self.method = method
         self.chunk = check_int("chunk", chunk, low=1)
@@ -77,6 +80,17 @@ class ChunkedPrefill:
         self.calls += 1
         return out.transpose(0, 1)[None].contiguous(), None
 
+    def _check_ids(self, ids: torch.Tensor, name: str) -> None:
+        """Integer token ids inside the model's vocabulary (an embedding lookup fails obscurely otherwise)."""
+        if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+            raise InputError(f"{name} must be integer token ids, got dtype {ids.dtype}")
+        vocab = getattr(self.model.config, "vocab_size", None)
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or (vocab is not None and hi >= vocab):
+            raise InputError(
+                f"{name} must lie in [0, {vocab}) (the model's vocabulary), got ids in [{lo}, {hi}]"
+            )
+
     def _run(self, ids: torch.Tensor, start: int) -> torch.Tensor:
         pos = torch.arange(start, start + ids.shape[1])[None]
         return self.model(input_ids=ids, position_ids=pos, use_cache=False).logits
@@ -92,6 +106,7 @@ class ChunkedPrefill:
         N = ids.shape[1]
         if N == 0:
             raise InputError("input_ids is empty: nothing to prefill")
+        self._check_ids(ids, "input_ids")
         layers, _heads, kv, hd = _model_dims(self.model)
         dtype = next(self.model.parameters()).dtype
         self.cache = PagedKVCache.for_length(N + extra_tokens, self.page_size, kv, hd, layers=layers,
@@ -129,6 +144,15 @@ class ChunkedPrefill:
         if self.cache is None:
             raise InputError("continue_logits needs a prefill first")
         ids = torch.as_tensor(input_ids)
+        if ids.dim() == 1:
+            ids = ids[None]
+        if ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] == 0:
+            raise InputError(f"input_ids must be (1, M) with M >= 1, got shape {tuple(ids.shape)}")
+        self._check_ids(ids, "input_ids")
+        if start != len(self.cache):  # positions must continue the cache, or RoPE and causality disagree
+            raise InputError(
+                f"start must be the {len(self.cache)} tokens already in the cache, got {start!r}"
+            )
         out = []
         with self._decoding(decode), torch.no_grad():
             for i in range(ids.shape[1]):

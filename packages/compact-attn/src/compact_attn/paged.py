@@ -74,13 +74,17 @@ class PagedKVCache:
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> int:
         """Write ``k``, ``v`` (H_kv, T, D) after layer ``layer``'s tokens; returns the offset written at."""
-        if not 0 <= layer < self.layers:
-            raise InputError(f"layer must be in [0, {self.layers}), got {layer}")
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.layers:
+            raise InputError(f"layer must be an index in [0, {self.layers}), got {layer!r}")
+        if not isinstance(k, torch.Tensor) or not isinstance(v, torch.Tensor):
+            raise InputError("k and v must be tensors of shape (kv_heads, T, head_dim)")
         if k.shape != v.shape or k.dim() != 3 or k.shape[0] != self.kv_heads or k.shape[2] != self.head_dim:
             raise InputError(
                 f"k and v must both be (kv_heads={self.kv_heads}, T, head_dim={self.head_dim}), "
                 f"got {tuple(k.shape)} and {tuple(v.shape)}"
             )
+        if k.device.type == "cpu" and not (bool(torch.isfinite(k).all()) and bool(torch.isfinite(v).all())):
+            raise InputError("k or v contains NaN or inf: nothing was written to the cache")
         T = k.shape[1]
         start = self.lengths[layer]
         need = math.ceil((start + T) / self.page_size)
@@ -129,20 +133,40 @@ class PagedKVCache:
 
 
 def check_chunk_inputs(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor) -> int:
+    if not all(isinstance(x, torch.Tensor) for x in (q, k_pages, v_pages)):
+        raise InputError("q, k_pages and v_pages must be tensors")
     if q.dim() != 3:
         raise InputError(f"q must be (heads, T, head_dim), got shape {tuple(q.shape)}")
     if k_pages.dim() != 4 or k_pages.shape != v_pages.shape:
         raise InputError("k_pages and v_pages must both be (kv_heads, pages, page_size, head_dim)")
     if k_pages.shape[-1] != q.shape[-1]:
         raise InputError(f"head_dim of q ({q.shape[-1]}) and of the pages ({k_pages.shape[-1]}) differ")
+    if not q.dtype == k_pages.dtype == v_pages.dtype:
+        raise InputError(f"q, k_pages and v_pages must share a dtype, got {q.dtype}, {k_pages.dtype}, "
+                         f"{v_pages.dtype}")  # fmt: skip
+    if q.device.type == "cpu" and not bool(torch.isfinite(q).all()):  # cheap: one chunk of queries
+        raise InputError("q contains NaN or inf")
     return check_group(q.shape[0], k_pages.shape[0])
 
 
 def check_tables(tables: BlockTables, k_pages: torch.Tensor, seq_len: int) -> None:
     P, B = k_pages.shape[1], k_pages.shape[2]
+    if not isinstance(tables, BlockTables):
+        raise InputError(
+            f"tables must be a BlockTables (see block_union_tables), got {type(tables).__name__}"
+        )
     if tables.kv_heads != k_pages.shape[0]:
         raise InputError(f"tables have {tables.kv_heads} rows, the cache {k_pages.shape[0]} KV heads")
-    valid = torch.arange(tables.logical.shape[1])[None, :] < tables.lengths[:, None]
+    L = tables.logical.shape[1]
+    if tables.physical.shape != tables.logical.shape or tables.lengths.shape != (tables.kv_heads,):
+        raise InputError("tables.logical and .physical must be (kv_heads, L) and .lengths (kv_heads,)")
+    if tables.lengths.numel() and (int(tables.lengths.min()) < 0 or int(tables.lengths.max()) > L):
+        raise InputError(f"tables.lengths must lie in [0, {L}] (the table width)")
+    valid = torch.arange(L)[None, :] < tables.lengths[:, None]
+    # the torch twin masks causality on the sorted tail only, and a repeated block would count twice
+    pairs = valid[:, 1:] & (tables.logical[:, 1:] <= tables.logical[:, :-1])
+    if bool(pairs.any()):
+        raise InputError("every block table row must be strictly ascending (sorted, no repeated block)")
     phys = tables.physical[valid]
     if phys.numel() and (int(phys.min()) < 0 or int(phys.max()) >= P):
         raise InputError(f"block table points outside the cache: page ids must lie in [0, {P})")
@@ -172,6 +196,9 @@ def paged_attention(
     pages (on CPU a gather is a copy) and runs ``impl``: torch SDPA (default) or a plain matmul/softmax."""
     group = check_chunk_inputs(q, k_pages, v_pages)
     _H, T, D = q.shape
+    for name, val in (("offset", offset), ("seq_len", seq_len)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, int)):
+            raise InputError(f"{name} must be an integer, got {val!r}")
     seq_len = offset + T if seq_len is None else seq_len
     if offset < 0 or seq_len < offset + T:
         raise InputError(f"need 0 <= offset and offset + T <= seq_len, got {offset}, {T}, {seq_len}")

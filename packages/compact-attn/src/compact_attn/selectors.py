@@ -33,7 +33,7 @@ import math
 import torch
 
 from compact_attn.tables import check_group, own_blocks
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_number
 
 
 def resolve_budget(budget, past_blocks: int) -> int:
@@ -53,6 +53,10 @@ def resolve_budget(budget, past_blocks: int) -> int:
 
 
 def check_selector_inputs(q, k, offset: int, block: int) -> tuple[int, int, int]:
+    if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor):
+        raise InputError("q and k must be tensors, (heads, T, D) and (kv_heads, N, D)")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise InputError(f"offset must be an integer (the chunk's first absolute position), got {offset!r}")
     if q.dim() != 3 or k.dim() != 3 or q.shape[-1] != k.shape[-1]:
         raise InputError("q must be (heads, T, D) and k (kv_heads, N, D) with the same D")
     check_group(q.shape[0], k.shape[0])
@@ -92,8 +96,7 @@ class BlockSelector:
         self.rule = rule
         self.sink = sink
         if threshold is not None:
-            if not 0 < float(threshold) <= 1:
-                raise InputError(f"threshold must lie in (0, 1], got {threshold}")
+            check_number("threshold", threshold, low=0, high=1, low_open=True)
             budget = None
         elif budget is None:
             raise InputError("give a budget or a threshold")
@@ -106,6 +109,8 @@ class BlockSelector:
     def __call__(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
         T, _Qb, _Kb = check_selector_inputs(q, k, offset, block)
         P = self.scores(q, k, offset=offset, block=block, key_means=key_means)
+        if P.device.type == "cpu" and not bool(torch.isfinite(P).all()):  # (H, Qb, Kb): cheap
+            raise InputError("q or k contains NaN or inf (the block scores are not finite)")
         return self.mask_from_scores(P, k.shape[0], offset=offset, T=T, block=block)
 
     def mask_from_scores(self, P, kv_heads: int, *, offset: int, T: int, block: int) -> torch.Tensor:
@@ -244,11 +249,20 @@ class FixedMask:
     def __call__(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
         _T, Qb, Kb = check_selector_inputs(q, k, offset, block)
         m = self.mask_or_fn(q, k, offset, block) if callable(self.mask_or_fn) else self.mask_or_fn
+        return check_mask(m, q.shape[0], Qb, Kb)
+
+
+def check_mask(m, heads: int, q_blocks: int, kv_blocks: int) -> torch.Tensor:
+    """``m`` as a bool tensor of shape (heads, q_blocks, kv_blocks), or an InputError saying what it is."""
+    want = (heads, q_blocks, kv_blocks)
+    expected = f"a selector must return a bool mask of shape {want}"
+    try:
         m = torch.as_tensor(m)
-        if m.dtype != torch.bool or tuple(m.shape) != (q.shape[0], Qb, Kb):
-            raise InputError(f"a selector must return a bool mask of shape {(q.shape[0], Qb, Kb)}, "
-                             f"got {m.dtype} {tuple(m.shape)}")  # fmt: skip
-        return m
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(f"{expected}, got {type(m).__name__}") from None
+    if m.dtype != torch.bool or tuple(m.shape) != want:
+        raise InputError(f"{expected}, got {m.dtype} {tuple(m.shape)}")
+    return m
 
 
 SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector}
@@ -257,4 +271,7 @@ SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector}
 def make_selector(name: str, **kw) -> BlockSelector:
     if name not in SELECTORS:
         raise InputError(f"selector must be one of {', '.join(SELECTORS)}, got {name!r}")
-    return SELECTORS[name](**kw)
+    try:
+        return SELECTORS[name](**kw)
+    except TypeError as exc:  # an option the selector does not take (meanpool has no stride or pool)
+        raise InputError(f"selector {name!r}: {exc}") from None

@@ -93,7 +93,7 @@ def block_union_tables(
     Hkv = H // group_size
     sel = masks.any(1).view(Hkv, group_size, Kb).any(1)  # Q-block union, then intra-group union
     if own is not None:
-        own_t = torch.as_tensor(list(own) if isinstance(own, range) else own, dtype=torch.long).flatten()
+        own_t = _int_ids("own", list(own) if isinstance(own, range) else own)
         if own_t.numel() and (int(own_t.min()) < 0 or int(own_t.max()) >= Kb):
             raise InputError(f"own blocks must lie in [0, {Kb}), got {own_t.tolist()}")
         sel[:, own_t] = True
@@ -106,9 +106,11 @@ def block_union_tables(
     if page_table is None:
         physical = logical.clone()
     else:
-        page_table = torch.as_tensor(page_table, dtype=torch.long)
+        page_table = _int_ids("page_table", page_table, flat=False)
         if page_table.dim() != 1 or page_table.numel() < Kb:
             raise InputError(f"page_table must be 1-D with at least {Kb} entries (one per KV block)")
+        if Kb and int(page_table[:Kb].min()) < 0:
+            raise InputError("page_table points outside the cache: page ids must be >= 0")
         physical = torch.where(valid, page_table[logical.clamp(min=0)], -1)
     if num_pages is not None:
         bad = valid & ((physical < 0) | (physical >= num_pages))
@@ -119,16 +121,35 @@ def block_union_tables(
 
 def tables_from_lists(rows: list[list[int]], page_table=None) -> BlockTables:
     """Build :class:`BlockTables` from explicit sorted lists of logical block ids (one per KV head)."""
+    rows = [_int_ids(f"table row {g}", r).tolist() for g, r in enumerate(rows)]
     L = max((len(r) for r in rows), default=0)
     logical = torch.full((len(rows), L), -1, dtype=torch.long)
     for g, r in enumerate(rows):
-        if list(r) != sorted(set(r)):
+        if r != sorted(set(r)):
             raise InputError(f"table row {g} must be sorted and duplicate-free")
+        if r and r[0] < 0:
+            raise InputError(f"table row {g} holds a negative block id ({r[0]})")
         logical[g, : len(r)] = torch.as_tensor(r, dtype=torch.long)
     lengths = torch.as_tensor([len(r) for r in rows], dtype=torch.long)
     if page_table is None:
         physical = logical.clone()
     else:
-        pt = torch.as_tensor(page_table, dtype=torch.long)
+        pt = _int_ids("page_table", page_table, flat=False)
+        top = int(logical.max()) if logical.numel() else -1
+        if pt.dim() != 1 or pt.numel() <= top:
+            raise InputError(f"page_table must be 1-D with an entry for every block the tables name "
+                             f"(block ids up to {top})")  # fmt: skip
         physical = torch.where(logical >= 0, pt[logical.clamp(min=0)], -1)
     return BlockTables(logical, physical, lengths)
+
+
+def _int_ids(name: str, ids, *, flat: bool = True) -> torch.Tensor:
+    """``ids`` (a sequence or tensor of integers) as int64; floats and bools are refused, not truncated."""
+    try:
+        t = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(f"{name} must be a sequence of integer ids, got {ids!r}") from None
+    if t.numel() and (t.dtype == torch.bool or t.is_floating_point() or t.is_complex()):
+        raise InputError(f"{name} must hold integer ids, got dtype {t.dtype}")
+    t = t.to(torch.long)
+    return t.flatten() if flat else t

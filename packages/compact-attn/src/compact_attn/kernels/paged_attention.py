@@ -24,6 +24,13 @@ def paged_attention_triton(q, k_pages, v_pages, tables, *, offset: int, seq_len:
         import triton
     except ImportError:
         raise MissingDependencyError("triton", package="compact-attn", extra="triton") from None
+    from papershelf.device import triton_mode
+
+    if q.device.type != "cuda" and triton_mode() != "interpret":
+        raise InputError(
+            f"backend='triton' needs CUDA tensors (q is on {q.device.type}), or TRITON_INTERPRET=1 set "
+            "before triton is imported; use backend='torch' on a CPU"
+        )
     H, T, D = q.shape
     Hkv, P, B, _ = k_pages.shape
     if B < 16 or B & (B - 1):
