@@ -159,3 +159,36 @@ def test_drop_negligible_and_the_loop_leaves_inputs_alone():
     before = [t.clone() for t in (*args[1], *args[2])]
     per_token_chunk_update(*args)
     assert all(torch.equal(a, b) for a, b in zip(before, (*args[1], *args[2])))
+
+
+def test_closed_form_exact_at_chunk_512_with_gates_near_one():
+    """With uniform random gates most of a 512-token chunk underflows out of the sum (only the last ~50
+    tokens keep a weight); with β ∈ (0.9, 1), γ ∈ (0.99, 1) every token enters the chunk-end W and m."""
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem("mlp", B=1, H=2, d=3, dh=4, L=512, seed=13)
+    g = torch.Generator().manual_seed(13)
+    lg = torch.log(0.99 + 0.01 * torch.rand(lg.shape, generator=g, dtype=DT))
+    lb = torch.log(0.9 + 0.1 * torch.rand(lb.shape, generator=g, dtype=DT))
+    tw = token_weights(lg, lb)
+    assert bool((tw.w_W > 1e-3).all() and (tw.w_m > 1e-30).all())  # all 512 tokens count
+    args = (fw, W, m, k, v, lr, lg, lb, lw, lb_)
+    W1, m1 = e2ttt_chunk_update(*args)
+    W2, m2 = chunk_loop(*args)
+    assert rel(W1, W2) < 1e-10 and rel(m1, m2) < 1e-10
+
+
+def test_baselines_match_their_definitions():
+    """chunk-averaged: m_end = mean(β) m_s − Σ lr_i g_i, W_end = mean(γ) W_s + m_end; no momentum:
+    W_end = W_s − Σ lr_i g_i with m untouched (gradients by autograd, chunk of 16, random gates)."""
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=16, seed=21)
+    grads = token_gradients(fw, W, k, v, lw, lb_)
+    step = [sum(lr[..., t, None, None] * grads[t][j] for t in range(16)) for j in range(len(W))]
+    mb, mg = lb.exp().mean(-1)[..., None, None], lg.exp().mean(-1)[..., None, None]
+    m_want = [mb * m[j] - step[j] for j in range(len(W))]
+    W_want = [mg * W[j] + m_want[j] for j in range(len(W))]
+    W_avg, m_avg = chunk_average_update(fw, W, m, k, v, lr, lg, lb, lw, lb_)
+    assert rel(W_avg, W_want) < 1e-12 and rel(m_avg, m_want) < 1e-12
+    W_nm, m_nm = no_momentum_update(fw, W, m, k, v, lr, lg, lb, lw, lb_)
+    assert rel(W_nm, [W[j] - step[j] for j in range(len(W))]) < 1e-12
+    assert all(a is b for a, b in zip(m_nm, m))
+    # and the ablation really differs from E²-TTT once the chunk has more than one token
+    assert rel(e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb, lw, lb_)[0], W_want) > 1e-3

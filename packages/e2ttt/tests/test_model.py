@@ -82,7 +82,6 @@ def test_clipping_and_renormalisation_match_their_definitions():
     fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=16, seed=9)
     W_free, m_free = e2ttt_chunk_update(fw, W, m, k, v, 100 * lr, lg, lb, lw, lb_)
     W_clip, m_clip = e2ttt_chunk_update(fw, W, m, k, v, 100 * lr, lg, lb, lw, lb_, clip=0.3)
-    zero = tuple(torch.zeros_like(x) for x in W)
     base_W, _ = e2ttt_chunk_update(fw, W, m, k, v, 0 * lr, lg, lb, lw, lb_)
     base_m = e2ttt_chunk_update(fw, W, m, k, v, 0 * lr, lg, lb, lw, lb_)[1]
     for j in range(2):
@@ -92,22 +91,9 @@ def test_clipping_and_renormalisation_match_their_definitions():
         assert rel([m_clip[j] - base_m[j]], [clip_by_norm(m_free[j] - base_m[j], 0.3)]) < 1e-10
     norms = row_norms(W)
     W_rn, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb, lw, lb_, clip=0.3, norms=norms)
-    assert (
-        rel(
-            [W_rn[0]],
-            [
-                renorm_rows(
-                    W_clip[0]
-                    if False
-                    else e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb, lw, lb_, clip=0.3)[0][0],
-                    norms[0],
-                )
-            ],
-        )
-        < 1e-12
-    )
+    W_c, _ = e2ttt_chunk_update(fw, W, m, k, v, lr, lg, lb, lw, lb_, clip=0.3)
+    assert rel(W_rn, [renorm_rows(w, n) for w, n in zip(W_c, norms)]) < 1e-12
     assert rel(row_norms(W_rn), norms) < 1e-10
-    del zero
 
 
 def small_lm(rule, **kw):
@@ -262,3 +248,79 @@ def test_blocked_and_multi_weighted_gradients_match_the_plain_ones(variant):
         blocked = fw.token_grads_blocked(W, k, v, lw, lb_, block_elems=block_elems)
         assert blocked[0] == factors[0]
         assert all(rel((b,), (f,)) < 1e-15 for b, f in zip(blocked[1:], factors[1:]))
+
+
+def test_chunk_update_refuses_malformed_arguments():
+    """Each a clear InputError, not an IndexError/TypeError/RuntimeError from deep inside torch."""
+    from papershelf.errors import InputError
+
+    fw, W, m, k, v, lr, lg, lb, lw, lb_ = problem(L=4)
+    e = e2ttt_chunk_update
+    empty = (k[:, :, :0], v[:, :, :0], lr[..., :0], lg[..., :0], lb[..., :0])
+    cases = [
+        ("no tokens", lambda: e(fw, W, m, *empty, lw, lb_)),
+        ("ln_w must be a torch.Tensor", lambda: e(fw, W, m, k, v, lr, lg, lb, None, lb_)),
+        ("k is torch.float32", lambda: e(fw, W, m, k.float(), v, lr, lg, lb, lw, lb_)),
+        ("W is torch.float32", lambda: e(fw, tuple(w.float() for w in W), m, k, v, lr, lg, lb, lw, lb_)),
+        ("lr must be a torch.Tensor", lambda: e(fw, W, m, k, v, [0.1] * 4, lg, lb, lw, lb_)),
+        ("lr must be a floating-point", lambda: e(fw, W, m, k, v, lr.long(), lg, lb, lw, lb_)),
+        ("fw must be", lambda: e(None, W, m, k, v, lr, lg, lb, lw, lb_)),
+        ("m must be a tuple", lambda: e(fw, W, m[0], k, v, lr, lg, lb, lw, lb_)),
+    ]  # fmt: skip
+    for match, call in cases:
+        with pytest.raises(InputError, match=match):
+            call()
+
+
+def test_layer_refuses_a_state_from_another_layer():
+    """A state of another head count, head dim, dtype, rule or variant, or with an over-full buffer."""
+    from e2ttt.layer import LayerState
+
+    from papershelf.errors import InputError
+
+    x = torch.randn(1, 5, 8)
+    layer = E2TTTLayer(8, 2, chunk=4, window=4)
+    others = [
+        ("heads", E2TTTLayer(8, 4, chunk=4, window=4)),
+        ("heads", E2TTTLayer(8, 2, head_dim=6, chunk=4, window=4)),
+        ("no fast weights", E2TTTLayer(8, 2, chunk=4, window=4, rule="swa")),
+        ("no fast weights", E2TTTLayer(8, 2, chunk=4, window=4, variant="swiglu")),
+        ("fast weight", E2TTTLayer(8, 2, chunk=4, window=4, hidden_mult=3)),
+    ]
+    for match, other in others:
+        _, st = other(x, return_state=True)
+        with pytest.raises(InputError, match=match):
+            layer(x, st)
+    _, st = layer(x, return_state=True)
+    with pytest.raises(InputError, match="dtype"):
+        layer.double()(x.double(), st)
+    layer.float()
+    _, st = layer(x[:, :3], return_state=True)  # 3 tokens buffered
+    with pytest.raises(InputError, match="buffers 3"):
+        E2TTTLayer(8, 2, chunk=2, window=4)(x, st)
+    full = LayerState(st.W, st.m, st.norms, {key: torch.cat([t, t], 2) for key, t in st.buf.items()},
+                      st.k_cache, st.v_cache, st.pos)  # fmt: skip
+    with pytest.raises(InputError, match="buffers 6"):
+        layer(x, full)
+    layer(x, st)  # its own state still works
+
+
+def test_full_decay_gate_has_finite_gradients():
+    """base_decay = 1 is allowed (γ ∈ (0, 1)); a saturated decay gate must not give NaN gradients
+    (log1p(−σ(u)) is −inf with NaN gradient once σ(u) rounds to 1)."""
+    layer = E2TTTLayer(8, 2, chunk=4, window=4, base_decay=1.0)
+    with torch.no_grad():
+        layer.g_decay.bias.fill_(30.0)  # σ(30) == 1 in float32
+    x = torch.randn(1, 12, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        _, lg, _ = layer.gates(x)
+    assert bool(torch.isfinite(lg).all()) and float(lg.max()) < -25
+    y, _ = layer(x)
+    y.square().mean().backward()
+    for name, p in layer.named_parameters():
+        assert p.grad is None or bool(torch.isfinite(p.grad).all()), name
+    # and for base_decay < 1 the gates are the same as before: log γ = log1p(−b σ(u))
+    half = E2TTTLayer(8, 2, chunk=4, window=4, base_decay=0.5)
+    with torch.no_grad():
+        want = torch.log1p(-0.5 * torch.sigmoid(half.g_decay(x))).transpose(1, 2)
+        assert torch.equal(half.gates(x)[1], want)

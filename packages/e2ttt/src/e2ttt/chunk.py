@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from e2ttt.fastweights import FastWeight
 from papershelf.errors import InputError, check_number
 
 #: log-gates are clamped from below here: a gate of exactly 0 (log = −inf) becomes e^−60 ≈ 1e−26.
@@ -117,10 +118,29 @@ def check_gates(lr: torch.Tensor, log_gamma: torch.Tensor, log_beta: torch.Tenso
         raise InputError("log_beta must be <= 0 (momentum beta in [0, 1])")
 
 
-def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w=None, ln_b=None) -> None:
-    """Validate shapes and finiteness at the public boundary; raise ``InputError`` naming the argument."""
+def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w, ln_b) -> None:
+    """Validate types, shapes, dtypes and finiteness at the public boundary; raise ``InputError`` naming the
+    argument."""
+    if not isinstance(fw, FastWeight):
+        raise InputError(f"fw must be an e2ttt.FastWeight, got {type(fw).__name__}")
+    named = [("k", k), ("v", v), ("lr", lr), ("log_gamma", log_gamma), ("log_beta", log_beta)]
+    named += [("ln_w", ln_w), ("ln_b", ln_b)]
+    for name, state in (("W", W), ("m", m)):
+        if not isinstance(state, (tuple, list)):
+            raise InputError(f"{name} must be a tuple of tensors, got {type(state).__name__}")
+        named += [(name, t) for t in state]
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise InputError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    for name, t in named:
+        if t.dtype != k.dtype or t.device != k.device:
+            raise InputError(f"{name} is {t.dtype} on {t.device}, but k is {k.dtype} on {k.device}; use one")
     if k.dim() != 4 or v.shape != k.shape:
         raise InputError(f"k and v must both be (B, H, L, d); got k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if k.shape[2] == 0:
+        raise InputError("k and v have no tokens (L = 0); a chunk needs at least one")
     if k.shape[-1] != fw.d:
         raise InputError(f"k and v have head dim {k.shape[-1]}, but the fast weight has d={fw.d}")
     B, H = k.shape[:2]
@@ -137,7 +157,7 @@ def check_chunk_inputs(fw, W, m, k, v, lr, log_gamma, log_beta, ln_w=None, ln_b=
             raise InputError(f"{name} contains non-finite values")
     check_gates(lr, log_gamma, log_beta, k.shape[:3])
     for name, t in (("ln_w", ln_w), ("ln_b", ln_b)):
-        if t is not None and (tuple(t.shape) != (H, fw.d) or not torch.isfinite(t).all()):
+        if tuple(t.shape) != (H, fw.d) or not torch.isfinite(t).all():
             raise InputError(f"{name} must be a finite (heads, d) = {(H, fw.d)} tensor, got {tuple(t.shape)}")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from e2ttt import __version__
 from papershelf.cli import App, arg, check_threads, seed_value
 from papershelf.errors import InputError, check_int
-from papershelf.repro import check_output_path
+from papershelf.repro import check_output_path, check_outputs
 
 app = App("e2ttt", __version__, "E²-TTT: test-time training with a closed-form chunk transition.")
 
@@ -85,6 +85,7 @@ def _bench(args: argparse.Namespace) -> None:
 
     _threads(args.threads)
     repeat = check_int("--repeat", args.repeat, low=1)
+    check_output_path(args.out)  # before the run, not after it
     if args.quick:
         c = chunk_update_throughput(B=1, H=2, d=8, dh=16, L=64, repeat=1)
         lay = layer_training_throughput(B=1, T=128, d_model=32, n_heads=2, chunk=32, window=32, repeat=1)
@@ -192,9 +193,24 @@ def _model_kw(args) -> dict:
     return kw
 
 
-def _check_run(args):
+#: the longest test sequence (``--factor`` × ``--train-len``): 8× the paper's 16K test length. Beyond it a
+#: mistyped length builds samples and activations until the machine runs out of memory.
+MAX_TEST_LEN = 1 << 17
+
+
+def _check_run(args, rules):
     check_int("--train-len", args.train_len, low=32)
     check_int("--factor", args.factor, low=1)
+    if args.factor * args.train_len > MAX_TEST_LEN:
+        raise InputError(
+            f"--factor {args.factor} x --train-len {args.train_len} = {args.factor * args.train_len} test "
+            f"tokens; at most {MAX_TEST_LEN}"
+        )
+    if args.chunk >= args.train_len and any(r != "swa" for r in rules):
+        raise InputError(
+            f"--chunk {args.chunk} must be < --train-len {args.train_len}: training applies no update of "
+            "the last chunk, so the memory would never be updated during training"
+        )
     check_int("--steps", args.steps, low=1)
     check_int("--batch", args.batch, low=1)
     check_int("--n-eval", args.n_eval, low=1)
@@ -221,7 +237,7 @@ def _train(args: argparse.Namespace) -> None:
 
     _threads(args.threads)
     kw = _model_kw(args)
-    _check_run(args)
+    _check_run(args, [args.rule])
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out} exists and is not a folder")
     if args.out:
@@ -277,11 +293,11 @@ def _reproduce(args: argparse.Namespace) -> None:
 
     _threads(args.threads)
     kw = _model_kw(args)
-    _check_run(args)
-    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
-        check_output_path(path, flag)
+    args.rules, args.seeds = list(dict.fromkeys(args.rules)), list(dict.fromkeys(args.seeds))
+    _check_run(args, args.rules)
+    check_outputs({"--out": args.out, "--plot": args.plot})  # writable, and not one file for both
     res = extrapolation(
-        tuple(dict.fromkeys(args.rules)),
+        tuple(args.rules),
         tuple(args.seeds),
         train_len=args.train_len,
         factor=args.factor,

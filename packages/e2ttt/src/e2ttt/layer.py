@@ -162,14 +162,49 @@ class E2TTTLayer(nn.Module):
         return LayerState(W, m, norms, None, empty, empty, 0)
 
     def gates(self, x: torch.Tensor):
-        """(lr, log γ, log β), each (B, H, T): lr = base_lr·σ, γ = 1 − base_decay·σ, β = σ."""
+        """(lr, log γ, log β), each (B, H, T): lr = base_lr·σ, γ = 1 − base_decay·σ, β = σ.
+
+        With ``base_decay`` = 1, log γ = log(1 − σ(u)) is computed as ``logsigmoid(−u)``: ``log1p(−σ(u))``
+        is −inf with NaN gradients wherever σ(u) rounds to 1."""
         lr = self.base_lr * torch.sigmoid(self.g_lr(x)).transpose(1, 2)
         if self.rule in ("e2ttt", "chunkavg"):
-            lg = torch.log1p(-self.base_decay * torch.sigmoid(self.g_decay(x))).transpose(1, 2)
+            u = self.g_decay(x)
+            if self.base_decay == 1:
+                lg = F.logsigmoid(-u).transpose(1, 2)
+            else:
+                lg = torch.log1p(-self.base_decay * torch.sigmoid(u)).transpose(1, 2)
             lb = F.logsigmoid(self.g_mom(x)).transpose(1, 2)
         else:
             lg = lb = torch.zeros_like(lr)
         return lr, lg, lb
+
+    def _check_state(self, state: LayerState, x: torch.Tensor) -> None:
+        """A state made by this layer's ``init_state`` (or a previous call) for x's batch and dtype."""
+        B, H, d = x.shape[0], self.n_heads, self.head_dim
+        kc = state.k_cache
+        if kc.shape[0] != B:
+            raise InputError(f"state is for batch {kc.shape[0]}, x has batch {B}")
+        if kc.dim() != 4 or (kc.shape[1], kc.shape[3]) != (H, d):
+            raise InputError(
+                f"state is for a layer with (heads, head_dim) = {(kc.shape[1], kc.shape[-1])}, this layer "
+                f"has {(H, d)}"
+            )
+        if kc.dtype != x.dtype:
+            raise InputError(f"state has dtype {kc.dtype}, x has {x.dtype}")
+        if self.fw is not None:
+            if state.W is None or len(state.W) != len(self.fw.shapes):
+                raise InputError(
+                    f"state has no fast weights for rule {self.rule!r} variant {self.fw.variant!r} (it is "
+                    "from a layer with another rule or variant)"
+                )
+            for w, shape in zip(state.W, self.fw.shapes):
+                if tuple(w.shape) != (B, H, *shape) or w.dtype != x.dtype:
+                    raise InputError(
+                        f"state fast weight is {w.dtype} {tuple(w.shape)}, this layer needs "
+                        f"{x.dtype} {(B, H, *shape)}"
+                    )
+            if state.buffered >= self.chunk:
+                raise InputError(f"state buffers {state.buffered} tokens, this layer's chunk is {self.chunk}")
 
     # ---- forward -----------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, state: LayerState | None = None, *, return_state: bool = False):
@@ -188,8 +223,8 @@ class E2TTTLayer(nn.Module):
         keep = return_state or state is not None
         if state is None:
             state = self.init_state(B, dtype=x.dtype, device=x.device)
-        elif state.k_cache.shape[0] != B:
-            raise InputError(f"state is for batch {state.k_cache.shape[0]}, x has batch {B}")
+        else:
+            self._check_state(state, x)
         q, k, v = self.qkv(x).view(B, T, 3, H, d).permute(2, 0, 3, 1, 4)
         qr, kr = rope(q, state.pos), rope(k, state.pos)
         o = sliding_window_attention(qr, kr, v, self.window, state.k_cache, state.v_cache)
