@@ -119,6 +119,7 @@ def test_json_schema_automaton(doc, ok):
         ("*a", "nothing to repeat"),
         ("[ab", "unterminated"),
         ("a{3,1}", "bad repetition"),
+        ("a{0,99999999}", "exceed the supported 1000"),
         ("(?=a)", "look-around"),
         (r"(a)\1", "unsupported escape"),
         ("^a$", "anchors"),
@@ -154,6 +155,9 @@ def test_bad_regex_names_the_problem(pattern, match):
         ({"type": "object", "properties": {}, "required": None}, "required must be a list"),
         ({"type": "string", "minLength": 3, "maxLength": 1}, "maxLength 1 < minLength 3"),
         ({"type": "array", "items": {"type": "null"}, "minItems": -1}, "non-negative integer"),
+        # used to surface as the generated regex's "bad repetition bounds", not the schema keyword
+        ({"type": "string", "maxLength": 10**8}, r"schema\.maxLength must be at most 1000"),
+        ({"type": "array", "items": {"type": "null"}, "maxItems": 5000}, "maxItems must be at most 1000"),
     ],
 )
 def test_bad_schema(schema, match):

@@ -80,7 +80,8 @@ def test_sample_schema_greedy(files, capsys):
 @pytest.mark.parametrize(
     "extra,match",
     [
-        (["--regex", "aaaaaaaa"], "accepts no sequence of length 6"),
+        (["--regex", "aaaaaaaa"], "--regex 'aaaaaaaa' accepts no sequence of length 6"),
+        (["--schema", '{"type":"null"}'], '--schema {"type":"null"} accepts no sequence of length 6'),
         (["--regex", "(ab"], "missing"),
         ([], "exactly one of --regex and --schema"),
         (["--regex", "a", "--schema", "{}"], "exactly one of"),
@@ -109,9 +110,12 @@ def test_sample_hostile(files, capsys, extra, match):
 @pytest.mark.parametrize(
     "content,match",
     [
-        (np.array([[0.5, np.nan, 0.5, 0.0]] * 6), "finite"),
+        (np.array([[0.5, np.nan, 0.5, 0.0]] * 6), "--probs must be finite"),
         (np.array([[0.5, -0.5, 1.0, 0.0]] * 6), "non-negative"),
-        (np.full((6, 5), 0.2), "vocabulary mismatch: probs has 5 columns"),
+        (
+            np.full((6, 5), 0.2),
+            "vocabulary mismatch: --probs has 5 columns but --regex '(ab)+' has a vocabulary of 4",
+        ),
         (np.full((6, 4), 0.5), "sums to 2, not 1 (drop --strict to rescale)"),
     ],
 )
@@ -217,6 +221,23 @@ def test_train_cli_writes_loadable_weights_and_its_log(tmp_path, capsys):
     assert len(json.loads((tmp_path / "w.npz.log.json").read_text())) >= 1
     assert main(["train", "--steps", "0", "--out", str(out)]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+def test_train_checks_both_outputs_before_training(tmp_path, capsys, monkeypatch):
+    # the log path beside the weights was only tried after training and after the weights were written
+    from dlm_constrain import model as M
+
+    def no_training(**kwargs):
+        raise AssertionError("trained before checking the outputs")
+
+    monkeypatch.setattr(M, "train", no_training)
+    (tmp_path / "w.npz.log.json").mkdir()
+    assert main(["train", "--steps", "2", "--quiet", "--out", str(tmp_path / "w.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "w.npz.log.json" in err and err.count("\n") == 1
+    assert not (tmp_path / "w.npz").exists()
+    assert main(["train", "--steps", "2", "--quiet", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_weights_round_trip(tmp_path):

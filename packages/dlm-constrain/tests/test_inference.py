@@ -205,6 +205,19 @@ def test_unnormalised_rows_normalise_or_reject():
     assert math.isclose(log_partition(p, dfa), log_partition(p / 3, dfa), abs_tol=1e-12)
 
 
+def test_rows_whose_sum_overflows_are_normalised_not_zeroed():
+    # finite entries of 1e308 sum to inf; dividing by that sum zeroed the rows and reported Z = 0
+    dfa = _dfa("(ab|b)*a?")
+    p = _probs(2, 4)
+    q = p / p.max(1, keepdims=True) * 1.7e308  # row maxima 1.7e308: sums overflow, entries do not
+    with np.errstate(over="ignore"):
+        assert np.isfinite(q).all() and not np.isfinite(q.sum(1)).all()
+    assert math.isclose(log_partition(q, dfa), log_partition(p, dfa), abs_tol=1e-12)
+    np.testing.assert_allclose(constrained_marginals(q, dfa), constrained_marginals(p, dfa), atol=1e-12)
+    with pytest.raises(InputError, match="sums to inf, not 1"):
+        sample(q, dfa, normalize=False)
+
+
 def test_bad_method_and_sample_count():
     dfa = _dfa("(ab|b)*a?")
     with pytest.raises(InputError, match="method must be one of"):

@@ -1,12 +1,14 @@
 """Tasks, checkers, constraint builders and the shipped tiny DLM."""
 
 import itertools
+import json
+import zipfile
 
 import numpy as np
 import pytest
 import torch
 from dlm_constrain import tasks
-from dlm_constrain.model import load, load_pretrained, window_model_fn
+from dlm_constrain.model import WEIGHTS, load, load_pretrained, window_model_fn
 
 from papershelf.errors import InputError
 
@@ -60,6 +62,72 @@ def test_bad_weights(tmp_path):
         load(tmp_path / "bad.npz")
     with pytest.raises(InputError, match="task must be one of"):
         tasks.make_instances("chess", 1)
+
+
+def _checkpoint(tmp_path, name, config=None, edit=None):
+    """A copy of the shipped checkpoint with its config replaced and/or its arrays edited in place."""
+    with np.load(WEIGHTS) as d:
+        arrays = {k: d[k].copy() for k in d.files}
+    if config is not None:
+        arrays["__config__"] = np.frombuffer(json.dumps(config).encode(), dtype=np.uint8)
+    if edit is not None:
+        edit(arrays)
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+def _shorten_head_bias(a):
+    a["head.bias"] = a["head.bias"][:7]
+
+
+def _nan_embedding(a):
+    a["tok.weight"][0, 0] = np.nan
+
+
+def test_mismatched_or_corrupt_checkpoints_are_one_error_naming_the_file(tmp_path):
+    with np.load(WEIGHTS) as d:
+        cfg = json.loads(bytes(d["__config__"]).decode())
+    cases = {
+        # n_heads must divide d_model: building the model first died in torch with an AssertionError
+        "heads.npz": (dict(cfg, n_heads=5), None, "not divisible by n_heads"),
+        # a model too large to allocate: building it first raised a raw RuntimeError (or exhausted
+        # memory) before any saved shape was compared
+        "huge.npz": (dict(cfg, vocab=1 << 20, d_model=1 << 14, n_layers=1), None, "parameters"),
+        "string.npz": (dict(cfg, d_model="96"), None, "d_model must be an integer"),
+        "fields.npz": ({"vocab": 49}, None, "config must have the fields"),
+        "shape.npz": (None, _shorten_head_bias, r"tensor 'head.bias' has shape \(7,\)"),
+        "nan.npz": (None, _nan_embedding, "'tok.weight' holds NaN"),
+        "missing.npz": (None, lambda a: a.pop("head.weight"), r"missing \['head.weight'\]"),
+    }
+    for name, (config, edit, match) in cases.items():
+        path = _checkpoint(tmp_path, name, config, edit)
+        with pytest.raises(InputError, match=match) as info:
+            load(path)
+        assert str(path) in str(info.value), name
+    # a zip whose member is corrupt after a valid header, and a plain .npy
+    good = _checkpoint(tmp_path, "good.npz")
+    raw = bytearray(good.read_bytes())
+    with zipfile.ZipFile(good) as z:
+        info = z.getinfo("tok.weight.npy")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200
+    raw[start : start + 64] = bytes(64)
+    (tmp_path / "crc.npz").write_bytes(bytes(raw))
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    for name in ("crc.npz", "one.npy"):
+        with pytest.raises(InputError, match="cannot read model weights") as info:
+            load(tmp_path / name)
+        assert name in str(info.value)
+    assert isinstance(load(good), torch.nn.Module)
+
+
+def test_expected_shapes_equal_a_built_model():
+    from dlm_constrain.model import MDMConfig, TinyMDM, _expected_shapes, _num_params
+
+    cfg = MDMConfig(d_model=32, n_layers=2, n_heads=2, d_ff=48)
+    net = TinyMDM(cfg)
+    assert _expected_shapes(cfg) == {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    assert _num_params(cfg) == sum(p.numel() for p in net.parameters())
 
 
 def _accepts_all(dfa, strings: list[str]) -> list[bool]:

@@ -181,3 +181,37 @@ def test_prompted_model_fn_rejects_wrong_logits():
     flat = prompted_model_fn(lambda ids: torch.zeros(ids.shape[1], 5), [0], mask_id=4, vocab_size=5)
     with pytest.raises(InputError, match=r"shape \[1, 5, V\]"):
         flat(torch.zeros(4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_logits_decode_like_their_float32_values(dtype):
+    # a real DLM returns bfloat16 logits; the exact proposal's numpy path raised a raw TypeError on them
+    def model(cast):
+        g = torch.Generator().manual_seed(4)
+        return lambda x: cast((torch.randn(len(x), len(VOCAB), generator=g) * 3).to(dtype))
+
+    outs = []
+    for cast in (lambda t: t, lambda t: t.float()):
+        s = ConstrainedSampler(model(cast), DFA, steps=4, block_size=6, method="bisect")
+        outs.append(s.generate(12, generator=torch.Generator().manual_seed(0)))
+    assert torch.equal(outs[0], outs[1])
+    assert DFA.accepts(outs[0].tolist())
+
+
+@pytest.mark.parametrize(
+    "output,match",
+    [
+        (lambda x: None, "real array of logits"),
+        (lambda x: "logits", "real array of logits"),
+        (lambda x: torch.zeros(len(x), len(VOCAB), dtype=torch.complex64), "real-valued logits"),
+        (lambda x: torch.ones(len(x), len(VOCAB), dtype=torch.bool), "real-valued logits"),
+    ],
+)
+def test_model_fn_returning_no_real_logits_is_a_clear_error(output, match):
+    with pytest.raises(InputError, match=match):
+        ConstrainedSampler(output, DFA, steps=2).generate(8)
+
+
+def test_generate_checks_its_generator():
+    with pytest.raises(InputError, match=r"generator must be a torch\.Generator"):
+        ConstrainedSampler(_random_model(0), DFA, steps=2).generate(8, generator=5)

@@ -93,7 +93,7 @@ def _read_probs(path: str) -> np.ndarray:
     common=["seed", "out"],
 )
 def _sample(args: argparse.Namespace) -> None:
-    from dlm_constrain.inference import log_partition, sample
+    from dlm_constrain.inference import check_probs, log_partition, sample
 
     if (args.regex is None) == (args.schema is None):
         raise InputError("give exactly one of --regex and --schema")
@@ -103,12 +103,14 @@ def _sample(args: argparse.Namespace) -> None:
     vocab = _read_vocab(args.vocab, V)
     num = check_int("--num-samples", args.num_samples, low=1, high=1_000_000)
     if args.regex is not None:
-        dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id)
+        dfa = TokenDFA.from_regex(args.regex, vocab, args.eos_id).renamed(f"--regex {args.regex!r}")
     else:
         schema = _read_schema(args.schema)
         dfa = TokenDFA.from_json_schema(schema, vocab, args.eos_id, backend=args.schema_backend)
+        dfa = dfa.renamed("--schema " + dfa.name.removeprefix("JSON schema "))
     gen = torch.Generator().manual_seed(args.seed)
-    try:
+    try:  # checked here first so that errors name the flag (--probs)
+        probs = check_probs(probs, dfa, name="--probs", normalize=not args.strict)
         x = sample(
             probs, dfa, num, method=args.method, greedy=args.greedy, generator=gen, normalize=not args.strict
         )
@@ -286,6 +288,8 @@ def _train(args: argparse.Namespace) -> None:
         raise InputError(f"--lr must be a positive number, got {args.lr}")
     if args.out is None:
         raise InputError("--out is required (the shipped weights are in src/dlm_constrain/weights/)")
+    # both outputs (the weights and their loss log) are checked before minutes of training
+    check_outputs({"--out": args.out, "--out's loss log": str(args.out) + ".log.json"})
     torch.set_num_threads(threads)
     net, log = M.train(steps=steps, lr=args.lr, seed=args.seed, quiet=args.quiet)
     M.save(net, args.out, {"steps": steps, "lr": args.lr, "seed": args.seed, "log": log})

@@ -97,6 +97,11 @@ def check_probs(probs, dfa: TokenDFA, *, name: str = "probs", normalize: bool = 
     if (sums <= 0).any():
         bad = int((sums <= 0).nonzero()[0, 0])
         raise InputError(f"{name} row {bad} sums to 0")
+    if normalize and not bool(torch.isfinite(sums).all()):
+        # finite entries whose sum overflows (e.g. 1e308): divide by the row maximum first, which is
+        # exact in the posterior (a per-row scale) and keeps the sum finite (at most V)
+        t = t / t.amax(dim=1, keepdim=True)
+        sums = t.sum(dim=1)
     off = (sums - 1).abs() > _ROW_TOL
     if off.any():
         if not normalize:

@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from dlm_constrain.regex import _MAX_REPEAT
 from papershelf.errors import InputError
 
 _STRING_CHAR = r'[^"\\\x00-\x1f]'
@@ -134,6 +135,8 @@ def _count(schema: dict, key: str, path: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"{path}.{key} must be a non-negative integer, got {value!r}")
+    if value > _MAX_REPEAT:  # the regex compiler's repetition limit: name the schema keyword, not the regex
+        raise InputError(f"{path}.{key} must be at most {_MAX_REPEAT}, got {value}")
     return value
 
 

@@ -16,6 +16,8 @@ import functools
 import json
 import operator
 import time
+import zipfile
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,23 +123,114 @@ def save(model: TinyMDM, path: str | Path, meta: dict | None = None) -> None:
         np.savez_compressed(fh, **arrays)
 
 
+_CONFIG_LIMITS = {
+    "vocab": 1 << 20,
+    "length": 1 << 20,
+    "d_model": 1 << 14,
+    "n_layers": 64,
+    "n_heads": 256,
+    "d_ff": 1 << 16,
+}
+_MAX_PARAMS = 1 << 28  # 1 GiB of float32: far above any TinyMDM, far below a memory blow-up
+
+
+def _checked_config(raw, where: str) -> MDMConfig:
+    """The checkpoint's ``__config__`` as an :class:`MDMConfig`, refused unless every field is a
+    positive integer within bounds and ``n_heads`` divides ``d_model`` (before anything is built)."""
+    fields = set(_CONFIG_LIMITS)
+    if not isinstance(raw, dict) or set(raw) != fields:
+        got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+        raise InputError(f"{where}: config must have the fields {sorted(fields)}, got {got}")
+    for key, high in _CONFIG_LIMITS.items():
+        v = raw[key]
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= high:
+            raise InputError(f"{where}: config {key} must be an integer in [1, {high}], got {v!r}")
+    if raw["d_model"] % raw["n_heads"]:
+        raise InputError(
+            f"{where}: config d_model = {raw['d_model']} is not divisible by n_heads = {raw['n_heads']}"
+        )
+    cfg = MDMConfig(**raw)
+    if _num_params(cfg) > _MAX_PARAMS:
+        raise InputError(f"{where}: config {raw} has more than {_MAX_PARAMS} parameters")
+    return cfg
+
+
+def _num_params(cfg: MDMConfig) -> int:
+    """Parameter count of a :class:`TinyMDM` (closed form, so that a huge config is refused at once)."""
+    d, f, V = cfg.d_model, cfg.d_ff, cfg.vocab
+    per_layer = 4 * d * d + 2 * d * f + 9 * d + f  # attention in/out projections, feed-forward, 2 norms
+    return 2 * V * d + cfg.length * d + cfg.n_layers * per_layer + 2 * d + V
+
+
+def _expected_shapes(cfg: MDMConfig) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` of a :class:`TinyMDM` state dict for ``cfg`` (built on the meta device)."""
+    with torch.device("meta"):
+        net = TinyMDM(cfg)
+    return {k: tuple(v.shape) for k, v in net.state_dict().items()}
+
+
+def _array_header(archive, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one array of an ``.npz`` from its ``.npy`` header (no data is read)."""
+    with archive.zip.open(name + ".npy") as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    return tuple(shape), dtype
+
+
 def load(path: str | Path) -> TinyMDM:
+    """A :class:`TinyMDM` from a checkpoint written by :func:`save`.
+
+    Everything is checked before the model is built: the config (positive bounded integers, ``n_heads``
+    divides ``d_model``), then every saved tensor's name, shape and dtype against the architecture
+    (read from the ``.npy`` headers, before any data is decompressed), then finiteness.  A missing,
+    corrupt or mismatched checkpoint raises one :class:`InputError` naming the file.
+    """
     path = Path(path)
+    where = f"model weights {str(path)!r}"
     if not path.is_file():
         raise InputError(f"no model weights at {str(path)!r}")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            cfg = MDMConfig(**json.loads(bytes(data["__config__"]).decode()))
-            state = {
-                k: torch.from_numpy(data[k].astype(np.float32)) for k in data.files if not k.startswith("__")
-            }
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"cannot read model weights {str(path)!r} ({type(exc).__name__})") from None
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise InputError(f"cannot read {where}: a single .npy array, not an .npz written by save()")
+        with archive as data:
+            if "__config__" not in data.files:
+                raise InputError(f"cannot read {where}: no __config__ entry (not written by save())")
+            try:
+                raw = json.loads(bytes(data["__config__"]).decode())
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise InputError(f"cannot read {where}: __config__ is not JSON") from None
+            cfg = _checked_config(raw, where)
+            shapes = _expected_shapes(cfg)
+            saved = [k for k in data.files if not k.startswith("__")]
+            missing, extra = sorted(set(shapes) - set(saved)), sorted(set(saved) - set(shapes))
+            if missing or extra:
+                raise InputError(
+                    f"{where} do not match the TinyMDM architecture of their config "
+                    f"(missing {missing[:3]}, unexpected {extra[:3]})"
+                )
+            for k in saved:
+                shape, dtype = _array_header(data, k)
+                if shape != shapes[k] or dtype.kind != "f":
+                    raise InputError(
+                        f"{where}: tensor {k!r} has shape {shape} and dtype {dtype}, "
+                        f"the config needs shape {shapes[k]} (floating point)"
+                    )
+            state = {}
+            for k in saved:
+                arr = data[k].astype(np.float32)
+                if not np.isfinite(arr).all():
+                    raise InputError(f"{where}: tensor {k!r} holds NaN or inf")
+                state[k] = torch.from_numpy(arr)
+    except InputError:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
+        raise InputError(f"cannot read {where} ({type(exc).__name__}: corrupt or not an .npz)") from None
     model = TinyMDM(cfg)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError:
-        raise InputError(f"model weights {str(path)!r} do not match the TinyMDM architecture") from None
+    model.load_state_dict(state)
     model.eval()
     return model
 

@@ -136,7 +136,9 @@ class _Parser:
                 raise ValueError
         except ValueError:
             raise self.error(f"bad repetition {{{body}}}") from None
-        if lo < 0 or (hi is not None and hi < lo) or max(lo, hi or 0) > _MAX_REPEAT:
+        if max(lo, hi or 0) > _MAX_REPEAT:
+            raise self.error(f"repetition bounds {{{body}}} exceed the supported {_MAX_REPEAT}")
+        if lo < 0 or (hi is not None and hi < lo):
             raise self.error(f"bad repetition bounds {{{body}}}")
         self.i = j + 1
         return lo, hi

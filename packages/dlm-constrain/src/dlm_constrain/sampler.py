@@ -97,6 +97,8 @@ class ConstrainedSampler:
     ) -> torch.Tensor:
         """Decode ``length`` positions: LongTensor ``[length]`` (accepted when ``strategy="exact"``)."""
         n = check_int("length", length, low=1)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         dfa = self.automaton
         if self.strategy == "exact":
             dfa.check_length(n)
@@ -154,7 +156,17 @@ class ConstrainedSampler:
 
     def _probs(self, logits, n: int, V: int, x: torch.Tensor, decoded: torch.Tensor) -> torch.Tensor:
         if not isinstance(logits, torch.Tensor):
-            logits = torch.as_tensor(np.asarray(logits))
+            try:
+                arr = np.asarray(logits)
+                if arr.dtype == object or arr.dtype.kind not in "iuf":
+                    raise TypeError
+                logits = torch.as_tensor(arr)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"model_fn must return a real array of logits [{n}, {V}], got {type(logits).__name__}"
+                ) from None
+        if logits.is_complex() or logits.dtype == torch.bool:
+            raise InputError(f"model_fn must return real-valued logits, got dtype {logits.dtype}")
         if logits.ndim != 2 or logits.shape[0] != n:
             raise InputError(f"model_fn must return logits of shape [{n}, {V}], got {tuple(logits.shape)}")
         if logits.shape[1] != V:
@@ -165,13 +177,15 @@ class ConstrainedSampler:
         logits = logits.detach().to("cpu")
         if not logits.is_floating_point():
             logits = logits.to(torch.float64)
+        elif logits.dtype not in (torch.float32, torch.float64):
+            logits = logits.float()  # bfloat16/float16 (a real DLM's output): the numpy paths need float32
         # softmax in the model's own precision (float32 for a float32 model); the exact proposal sums it
         # into token classes in float64, the baselines and the marginals get a float64 copy
         p = torch.softmax(logits if self.temperature == 1 else logits / self.temperature, dim=-1)
         if not bool(torch.isfinite(p.sum(1)).all()):  # NaN anywhere in a row, or a row of only -inf
             if bool(torch.isnan(logits).any()):
                 raise InputError("model_fn returned NaN logits")
-            raise InputError("model_fn returned a row of logits with no finite entry (all -inf or +inf)")
+            raise InputError("model_fn returned a row of logits with +inf or with no finite entry")
         rows = decoded.nonzero().view(-1)
         p.index_fill_(0, rows, 0.0).index_put_((rows, x.index_select(0, rows)), p.new_ones(()))
         return p
