@@ -118,3 +118,105 @@ def test_bad_global_blocks_for_propose():
         propose(prev, 64, block=8, extra=torch.full((1, 2, 1), 8))  # block 8 of 8 does not exist
     with pytest.raises(InputError, match="extra"):
         propose(prev, 64, block=8, extra=torch.zeros(1, 3, 1, dtype=torch.long))
+
+
+def test_attention_over_a_row_that_selects_nothing_is_an_error(qkv):
+    """A row of -1s used to give a silent NaN (the fast path) or zeros (the reference)."""
+    from prism_attn import reference
+    from prism_attn.kernels import sparse_decode_split_torch, sparse_decode_triton
+
+    q, K, V = qkv
+    idx = torch.tensor([[[1, 5, 9], [-1, -1, -1]]])
+    fns = (sparse_decode, reference.sparse_attention, sparse_decode_split_torch, sparse_decode_triton)
+    for fn in fns:
+        with pytest.raises(InputError, match=r"row \(batch 0, KV head 1\) selects no token"):
+            fn(q, K, V, idx)
+    # a selection with padding but a token in every row is fine, and the loss of an empty row is 1
+    ok = torch.tensor([[[1, 5, -1], [2, -1, -1]]])
+    assert torch.isfinite(sparse_decode(q, K, V, ok)).all()
+    assert attention_loss(q, K, idx)[0, 2:].tolist() == [1.0, 1.0]
+
+
+def test_refine_rejects_repeated_candidates(qkv):
+    """Repeated candidates were counted twice in the pooled softmax and could come back as a selection
+    holding one token twice."""
+    from prism_attn import reference
+
+    q, K, _ = qkv
+    cand = torch.tensor([[[3, 3, 3, 4], [1, 2, 7, 9]]])
+    for fn in (refine, reference.refine):
+        with pytest.raises(InputError, match="cand repeats a token"):
+            fn(q, K, cand, 2)
+
+
+def test_kappa_as_a_numpy_or_torch_scalar(qkv):
+    np = pytest.importorskip("numpy")
+    q, K, _ = qkv
+    assert PrismConfig(kappa=np.int64(5)).kappa == 5 and type(PrismConfig(kappa=np.int64(5)).kappa) is int
+    assert torch.equal(select_topk(q, K, torch.tensor(6)), select_topk(q, K, 6))
+    assert torch.equal(select_topk(q, K, np.int32(6)), select_topk(q, K, 6))
+    for bad in (torch.tensor([3, 4]), np.array([3, 4])):  # a RuntimeError / ValueError before
+        with pytest.raises(InputError, match="kappa must be a positive integer"):
+            select_topk(q, K, bad)
+
+
+def test_blocks_and_pages_longer_than_the_cache_allocate_nothing_of_their_size():
+    """block / page / global_span far beyond the cache used to allocate arange(block) per block
+    (block = 10**9 was killed for memory): they now mean "the whole cache"."""
+    from prism_attn import reference
+    from torch.overrides import TorchFunctionMode
+
+    class Largest(TorchFunctionMode):  # the largest tensor a torch function returns (no dynamo import)
+        largest = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.largest = max(self.largest, t.numel())
+            return out
+
+    huge = 1 << 20
+    q, K, V = random_cache(64, heads=4, kv_heads=2, head_dim=8, seed=0, dtype=torch.float64)
+    configs = [
+        dict(block=huge, min_blocks=0),
+        dict(global_span=huge, sink=0, local=0),
+        dict(global_span=huge),
+        dict(method="quest", page=huge),
+    ]
+    for kw in configs:
+        cfg = PrismConfig(kappa=8, dense_layers=(), **kw)
+        with Largest() as mode:
+            outs, sels = decode_step([q] * 3, [K] * 3, [V] * 3, cfg, backend="torch")
+        assert mode.largest < 64 * 64, (kw, mode.largest)
+        ref_outs, ref_sels = reference.decode_step([q] * 3, [K] * 3, [V] * 3, cfg)
+        for o, r, s, rs in zip(outs, ref_outs, sels, ref_sels, strict=True):
+            torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-12)
+            assert torch.equal(s, rs), kw
+    # the same selection as a block / page exactly the cache's length
+    for name, same in (("block", 64), ("page", 64)):
+        kw = {name: same, "min_blocks": 0} if name == "block" else {"method": "quest", "page": same}
+        big = {name: huge, "min_blocks": 0} if name == "block" else {"method": "quest", "page": huge}
+        a = decode_step([q] * 3, [K] * 3, [V] * 3, PrismConfig(kappa=8, dense_layers=(), **kw))[1]
+        b = decode_step([q] * 3, [K] * 3, [V] * 3, PrismConfig(kappa=8, dense_layers=(), **big))[1]
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_reference_checks_its_inputs_like_the_fast_path(qkv):
+    from prism_attn import reference
+
+    q, K, V = qkv
+    with pytest.raises(InputError, match="PrismConfig"):
+        reference.decode_step([q], [K], [V], {"kappa": 4})
+    with pytest.raises(InputError, match="same layers"):
+        reference.decode_step([q, q], [K], [V], PrismConfig(kappa=4))
+    with pytest.raises(InputError, match="radius"):
+        reference.propose(torch.zeros(1, 2, 3, dtype=torch.long), 64, radius=-1)
+    with pytest.raises(InputError, match="idx entries"):
+        reference.attention_loss(q, K, torch.full((1, 2, 3), 99))
+    with pytest.raises(InputError, match="page"):
+        reference.quest_select(q, K, 8, page=0)
+    from prism_attn.kernels import sparse_decode_split_torch
+
+    with pytest.raises(InputError, match="splits"):
+        sparse_decode_split_torch(q, K, V, torch.zeros(1, 2, 3, dtype=torch.long), splits=0)

@@ -33,12 +33,14 @@ def test_bench_quick_writes_records(tmp_path, capsys):
     [
         (["demo", "--n", "10"], "--n"),
         (["bench", "--quick", "--kappa", "-1"], "--kappa"),
-        (["bench", "--quick", "--radius", "-2"], "radius"),
+        (["bench", "--quick", "--radius", "-2"], "--radius"),
         (["bench", "--quick", "--threads", "0"], "--threads"),
         (["bench", "--quick", "--small-threads", "0"], "--small-threads"),
-        (["bench", "--quick", "--min-blocks", "-1"], "min_blocks"),
-        (["bench", "--quick", "--global-dtype", "int8"], "global_dtype"),
-        (["bench", "--quick", "--global-min-pages", "-1"], "global_min_pages"),
+        (["bench", "--quick", "--min-blocks", "-1"], "--min-blocks"),
+        (["bench", "--quick", "--global-dtype", "int8"], "--global-dtype"),
+        (["bench", "--quick", "--global-min-pages", "-1"], "--global-min-pages"),
+        (["bench", "--quick", "--max-candidates", "0.5"], "--max-candidates"),  # the flag, not the field
+        (["bench", "--quick", "--anchor-layers", "-1"], "--anchor-layers"),
         (["bench", "--quick", "--kappa", "1.9"], "whole number of tokens"),
         (["bench", "--quick", "--layers", "0"], "--layers"),  # checked under --quick too
         (["bench", "--quick", "--lengths", "-1"], "--lengths"),
@@ -156,3 +158,22 @@ def test_eval_takes_a_testbed_name(tmp_path, capsys):
     assert main(["eval", "--model", "tiny-q", "--prompt-file", str(tmp_path / "p.txt")]) == 2
     err = capsys.readouterr().err
     assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1
+
+
+def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    same = str(tmp_path / "r.json")
+    small = ["--loss-lengths", "256", "--niah-lengths", "256", "--samples", "1"]
+    cases = [
+        # small sizes: without the check this ran the whole experiment, then wrote the plot over itself
+        (["--out", same, "--plot", same, *small], "--out and --plot name the same file"),
+        (["--loss-lengths", "100"], "--loss-lengths"),
+        (["--niah-lengths", "99999"], "--niah-lengths"),
+        (["--radius", "-1"], "--radius"),
+        (["--model", "no-such-model"], "--model"),
+    ]
+    for extra, words in cases:
+        assert main(["reproduce", *extra]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and words in err and len(err.splitlines()) == 1, err
+    assert not list(tmp_path.iterdir())

@@ -64,3 +64,29 @@ def test_every_accepted_model_type_decodes_through_prism(model_type):
             sparse = model.generate(ids, max_new_tokens=3, do_sample=False, min_new_tokens=3)
     assert torch.equal(dense, sparse)
     assert handle.calls["decode"] == 2 * 2 and handle.calls["dense_fallback"] == 0
+
+
+def test_enable_refuses_a_non_model_and_a_rejected_call_leaves_the_model_as_it_was():
+    """A bad config used to disable the handle already in place before it was rejected; a non-model
+    raised AttributeError."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from papershelf.errors import InputError
+
+    for bad in ("model", None, torch.nn.Linear(2, 2)):
+        with pytest.raises(InputError, match="model must be a transformers PreTrainedModel"):
+            enable(bad)
+    sizes = dict(vocab_size=50, hidden_size=64, intermediate_size=96, num_hidden_layers=2)
+    cfg = AutoConfig.for_model("llama", **sizes, num_attention_heads=4, num_key_value_heads=2)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    handle = enable(model, PrismConfig(kappa=8))
+    name = model.config._attn_implementation
+    for config, backend in (({"kappa": 4}, "auto"), (PrismConfig(), "cuda-magic")):
+        with pytest.raises(InputError):
+            enable(model, config, backend=backend)
+        assert model.config._attn_implementation == name  # still decoding through the first handle
+    with torch.no_grad():
+        model.generate(torch.randint(1, 50, (1, 20)), max_new_tokens=2, do_sample=False, min_new_tokens=2)
+    assert handle.calls["decode"] == 2
+    disable(model)
+    assert model.config._attn_implementation == "sdpa"

@@ -315,3 +315,25 @@ def test_small_budgets_shrink_the_block_and_a_growing_cache_follows():
             torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-12)
         for s, r in zip(sels, ref_sels):
             assert (s is None) == (r is None) and (s is None or torch.equal(s, r))
+
+
+def test_full_budget_through_the_sparse_paths_equals_dense_to_1e6():
+    """κ = n in a decoder is served by the dense fallback, so the test above does not reach the sparse
+    code; here every sparse path (anchor top-κ + attend, refinement over all candidates + attend, sparse
+    attention, the split kernel's torch twin, Quest with all pages) runs with every token, in float32."""
+    from prism_attn.kernels import sparse_decode_split_torch
+
+    q, K, V = random_cache(300, heads=8, kv_heads=2, head_dim=32, dtype=torch.float32, seed=3)
+    dense = sdpa_decode(q.double(), K.double(), V.double())
+    scaling = 32**-0.5
+    every = torch.arange(300).expand(1, 2, 300).clone()
+    o_anchor, idx = ops.anchor(q, K, V, 300, scaling)
+    assert torch.equal(idx, every)
+    o_refine, idx = ops.refine_attend(q, K, V, every, 300, scaling)
+    assert torch.equal(idx, every)
+    cand = propose(every[..., :10], 300, radius=300, block=1)  # radius ≥ n proposes every token
+    assert torch.equal(refine(q, K, cand, 300), every)
+    outs = [o_anchor, o_refine, ops.sparse_decode(q, K, V, every), sparse_decode_split_torch(q, K, V, every)]
+    outs.append(ops.sparse_decode(q, K, V, quest_select(q, K, 300, page=20)))  # 15 pages
+    for o in outs:
+        assert o.dtype == torch.float32 and (o.double() - dense).abs().max() < 1e-6

@@ -57,6 +57,7 @@ def quest_select(q, K, kappa: int, page: int = 16, scaling: float | None = None,
     page = check_int("page", page, low=1)
     B, H, D = q.shape
     Hkv, n = K.shape[1], K.shape[2]
+    page = min(page, n)  # a page longer than the cache is the whole cache (one page either way)
     lo, hi = quest_metadata(K, page) if meta is None else meta
     npages = lo.shape[2]
     keep = max(1, min(npages, kappa // page))

@@ -10,7 +10,7 @@ from pathlib import Path
 from papershelf.cli import App, arg, check_threads
 from papershelf.errors import InputError, MissingDependencyError, check_int
 from papershelf.hf_folder import check_config_fits_weights, model_folder
-from papershelf.repro import check_output_path
+from papershelf.repro import check_output_path, check_outputs
 from prism_attn import __version__
 from prism_attn.config import METHODS, PrismConfig
 
@@ -66,7 +66,23 @@ def _kappa(value, default):
     return float(value) if value < 1 else int(value)
 
 
+# PrismConfig's fields as the flags that set them, so an error names what the user typed
+_FIELDS = "radius block min_blocks max_candidates anchor_every anchor_layers global_pages global_min_pages"
+_FLAGS = {f: "--" + f.replace("_", "-") for f in (*_FIELDS.split(), "global_span", "global_dtype")}
+
+
 def _config(args, method="prism", kappa=None) -> PrismConfig:
+    try:
+        return _make_config(args, method, kappa)
+    except InputError as exc:
+        msg = str(exc)
+        field = msg.split(" ", 1)[0]
+        if field in _FLAGS:
+            raise InputError(_FLAGS[field] + msg[len(field) :]) from None
+        raise
+
+
+def _make_config(args, method, kappa) -> PrismConfig:
     return PrismConfig(
         method=method,
         kappa=_kappa(args.kappa, kappa if kappa is not None else 0.1),
@@ -250,12 +266,20 @@ def _reproduce(args: argparse.Namespace) -> None:
     lm = _need_testbed()
     _threads(args.threads)
     samples = check_int("--samples", args.samples, low=1)
-    for n in [*args.loss_lengths, *args.niah_lengths]:
-        check_int("lengths", n, low=256, high=16384)
+    for flag, lengths in (("--loss-lengths", args.loss_lengths), ("--niah-lengths", args.niah_lengths)):
+        for n in lengths:
+            check_int(flag, n, low=256, high=16384)
     base = _config(args)
-    check_output_path(args.out)
-    check_output_path(args.plot, "--plot")
-    model, _ = lm.load(args.model)
+    check_outputs({"--out": args.out, "--plot": args.plot})
+    if args.plot:
+        _need_matplotlib()  # before the run, not after it
+    try:
+        model, _ = lm.load(args.model)
+    except InputError as exc:
+        raise InputError(f"--model: {exc}") from None
+    except Exception as exc:  # a corrupt folder: unreadable weights, a config that does not load
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"--model {args.model!r}: not a loadable testbed model ({first})") from None
     result: dict = {"model": args.model, "config": {k: v for k, v in vars(base).items()}}
     started = time.time()
     methods = ("oracle", "prism", "prism-local", "static", "quest")
@@ -326,7 +350,7 @@ def _needle_configs(base: PrismConfig, k: int) -> dict[str, PrismConfig]:
     return {m: configs[m] for m in NEEDLE_COLUMNS}
 
 
-def _plot(result: dict, path: str) -> None:
+def _need_matplotlib():
     try:
         import matplotlib
 
@@ -334,6 +358,11 @@ def _plot(result: dict, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise MissingDependencyError("matplotlib", package="prism-attn", extra="plots") from None
+    return plt
+
+
+def _plot(result: dict, path: str) -> None:
+    plt = _need_matplotlib()
     from papershelf.repro import atomic_path
 
     panels = [("synthetic", result["synthetic"])] + [

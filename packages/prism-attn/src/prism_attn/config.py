@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 from papershelf.errors import InputError, check_choice, check_int, check_number
@@ -71,6 +72,8 @@ class PrismConfig:
 
     def validate(self) -> PrismConfig:
         check_choice("method", self.method, METHODS)
+        if isinstance(self.kappa, numbers.Integral) and not isinstance(self.kappa, bool | int):
+            self.kappa = int(self.kappa)  # a numpy integer
         if isinstance(self.kappa, bool) or not isinstance(self.kappa, int | float):
             raise InputError(f"kappa must be a positive int or a fraction in (0, 1], got {self.kappa!r}")
         if isinstance(self.kappa, float):
@@ -187,11 +190,42 @@ def check_decode_inputs(q, K, V, scaling=None) -> float:
 
 
 def check_kappa(kappa) -> int:
-    if isinstance(kappa, bool) or not isinstance(kappa, int):
-        if hasattr(kappa, "item"):
+    if hasattr(kappa, "item") and not isinstance(kappa, int):  # a numpy / torch scalar
+        try:
             kappa = kappa.item()
-        if not isinstance(kappa, int) or isinstance(kappa, bool):
-            raise InputError(f"kappa must be a positive integer, got {kappa!r}")
+        except (ValueError, RuntimeError):  # more than one element
+            pass
+    if isinstance(kappa, bool) or not isinstance(kappa, int):
+        got = repr(kappa) if isinstance(kappa, float | str | bool | None) else f"a {type(kappa).__name__}"
+        raise InputError(f"kappa must be a positive integer, got {got}")
     if kappa <= 0:
         raise InputError(f"kappa must be a positive integer, got {kappa}")
     return kappa
+
+
+def check_idx(idx, K, name: str = "idx", *, every_row: bool = False, distinct: bool = False):
+    """Check a selection / candidate list ``idx`` (B, H_kv, k) of token positions in [0, n) or -1 (padding)
+    against the cache ``K`` (B, H_kv, n, D); return it as int64.
+
+    ``every_row``: each (batch, KV head) row must hold at least one token (attention over an empty set has
+    no value: a softmax over nothing would be NaN). ``distinct``: no token twice in one row."""
+    import torch
+
+    if not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.int64, torch.int32):
+        raise InputError(f"{name} must be an integer torch.Tensor of token positions (B, H_kv, k)")
+    if idx.dim() != 3 or tuple(idx.shape[:2]) != tuple(K.shape[:2]):
+        raise InputError(
+            f"{name} must have shape (B, H_kv, k) = ({K.shape[0]}, {K.shape[1]}, k), got {tuple(idx.shape)}"
+        )
+    if idx.shape[2] == 0:
+        raise InputError(f"{name} selects no token (k = 0)")
+    if int(idx.max()) >= K.shape[2] or int(idx.min()) < -1:
+        raise InputError(f"{name} entries must be in [0, n = {K.shape[2]}) or -1 for padding")
+    if every_row and not bool((idx >= 0).any(-1).all()):
+        b, j = (~(idx >= 0).any(-1)).nonzero()[0].tolist()
+        raise InputError(f"{name} row (batch {b}, KV head {j}) selects no token (all -1)")
+    if distinct:
+        s = idx.sort(-1).values
+        if bool(((s[..., 1:] == s[..., :-1]) & (s[..., 1:] >= 0)).any()):  # a token counted twice
+            raise InputError(f"{name} repeats a token in one row; a selection is a set of positions")
+    return idx.long()

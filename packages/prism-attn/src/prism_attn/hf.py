@@ -74,9 +74,18 @@ def enable(model, config: PrismConfig | None = None, *, backend: str = "auto") -
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
+    from papershelf.errors import InputError
+
+    config_of_model = getattr(model, "config", None)
+    if not hasattr(model, "set_attn_implementation") or not hasattr(config_of_model, "_attn_implementation"):
+        raise InputError(
+            "model must be a transformers PreTrainedModel (with AttentionInterface support), "
+            f"got {type(model).__name__}"
+        )
+    # checked before an earlier handle is disabled: a rejected call leaves the model as it was
+    decoder = PrismDecoder(config or PrismConfig(), backend=backend)
     if getattr(model, _ATTR, None) is not None:
         disable(model)
-    decoder = PrismDecoder(config or PrismConfig(), backend=backend)
     name = f"prism_attn_{next(_names)}"
     handle = PrismHandle(model, decoder, name, model.config._attn_implementation)
     AttentionInterface.register(name, attention_function(decoder, handle.calls))

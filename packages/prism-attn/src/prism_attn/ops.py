@@ -13,8 +13,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from papershelf.errors import InputError
-from prism_attn.config import check_decode_inputs, check_kappa
+from papershelf.errors import InputError, check_int
+from prism_attn.config import check_decode_inputs, check_idx, check_kappa
 
 _NEG = float("-inf")
 
@@ -147,8 +147,6 @@ def propose(
     """Candidate tokens (B, H_kv, c) proposed from the previous layer's selection ``prev`` (B, H_kv, k)
     and, optionally, ``extra`` blocks (B, H_kv, G; the global term): the vectorised
     :func:`prism_attn.reference.propose` (same candidates, same order, same -1 padding)."""
-    from papershelf.errors import InputError, check_int
-
     n = check_int("n", n, low=1)
     radius = check_int("radius", radius, low=0)
     block = check_int("block", block, low=1)
@@ -264,12 +262,14 @@ def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, sc
     pages = _topk_sorted(pooled, count)
     if span == 1:
         return pages
+    span = min(span, nb)  # a page of more blocks than the cache holds is the whole cache
     blocks = (pages[..., None] * span + torch.arange(span, device=q.device)).flatten(-2)
     return blocks.masked_fill_(blocks >= nb, -1)
 
 
 def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tensor:
     B, Hkv, _ = prev.shape
+    block = min(block, n)  # a block longer than the cache is the whole cache (one block either way)
     nb = math.ceil(n / block)
     dev = prev.device
     valid = prev >= 0
@@ -324,7 +324,7 @@ def refine(q, K, cand: torch.Tensor, kappa: int, scaling: float | None = None) -
     (B, H_kv, c; -1 padded) — the vectorised :func:`prism_attn.reference.refine`."""
     scaling = check_decode_inputs(q, K, K, scaling)
     kappa = check_kappa(kappa)
-    cand = _check_idx(cand, K)
+    cand = check_idx(cand, K, "cand", distinct=True)
     return refine_attend(q, K, K, cand, kappa, scaling, attend=False)[1]
 
 
@@ -394,7 +394,7 @@ def _weighted_rows(V: torch.Tensor, idx: torch.Tensor, p: torch.Tensor) -> torch
 def sparse_decode(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
     """o (B, H, D): attention over each KV group's selected tokens (-1 entries ignored)."""
     scaling = check_decode_inputs(q, K, V, scaling)
-    idx = _check_idx(idx, K)
+    idx = check_idx(idx, K, every_row=True)
     valid = idx >= 0
     Ks = gather_rows(K, idx)
     s = torch.matmul(_grouped(q, K.shape[1]), Ks.transpose(-1, -2)) * scaling
@@ -405,10 +405,7 @@ def sparse_decode(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> t
 def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
     """(B, H): 1 − the dense attention mass on each head's selected tokens (-1 entries ignored)."""
     scaling = check_decode_inputs(q, K, K, scaling)
-    idx = _check_idx(idx, K)
-    s = idx.sort(-1).values
-    if bool(((s[..., 1:] == s[..., :-1]) & (s[..., 1:] >= 0)).any()):  # a token counted twice
-        raise InputError("idx repeats a token in one row; a selection is a set of positions")
+    idx = check_idx(idx, K, distinct=True)
     p = torch.softmax(grouped_scores(q, K, scaling), dim=-1)
     g = p.shape[2]
     got = p.gather(-1, idx.clamp(min=0)[:, :, None, :].expand(-1, -1, g, -1))
@@ -426,17 +423,5 @@ def select_topk(q, K, kappa: int, scaling: float | None = None) -> torch.Tensor:
     return anchor(q, K, K, kappa, scaling, attend=False)[1]
 
 
-def _check_idx(idx, K) -> torch.Tensor:
-    from papershelf.errors import InputError
-
-    if not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.int64, torch.int32):
-        raise InputError("idx must be an integer torch.Tensor of token positions (B, H_kv, k)")
-    if idx.dim() != 3 or tuple(idx.shape[:2]) != tuple(K.shape[:2]):
-        raise InputError(
-            f"idx must have shape (B, H_kv, k) = ({K.shape[0]}, {K.shape[1]}, k), got {idx.shape}"
-        )
-    if idx.shape[2] == 0:
-        raise InputError("idx selects no token (k = 0)")
-    if idx.numel() and (int(idx.max()) >= K.shape[2] or int(idx.min()) < -1):
-        raise InputError(f"idx entries must be in [0, n = {K.shape[2]}) or -1 for padding")
-    return idx.long()
+def _check_idx(idx, K, name: str = "idx", **kw) -> torch.Tensor:
+    return check_idx(idx, K, name, **kw)

@@ -22,7 +22,8 @@ import math
 
 import torch
 
-from prism_attn.config import PrismConfig, check_decode_inputs, check_kappa
+from papershelf.errors import InputError, check_int
+from prism_attn.config import PrismConfig, check_decode_inputs, check_idx, check_kappa
 
 
 def logits(q: torch.Tensor, K: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
@@ -50,6 +51,7 @@ def refine(q, K, candidates: torch.Tensor, kappa: int, scaling: float | None = N
     """Top-κ of the GQA-pooled score P_j, computed over each group's candidate tokens only."""
     scaling = check_decode_inputs(q, K, K, scaling)
     kappa = check_kappa(kappa)
+    check_idx(candidates, K, "cand", distinct=True)
     s = logits(q, K, scaling)
     B, H, _ = q.shape
     Hkv = K.shape[1]
@@ -95,6 +97,13 @@ def propose(
     tokens — and earlier blocks first on ties. ``extra`` (B, H_kv, G; block ids, -1 padded): blocks added
     like the sink and local blocks, on top of the cap (the global term, :func:`global_blocks`).
     """
+    n = check_int("n", n, low=1)
+    radius, block = check_int("radius", radius, low=0), check_int("block", block, low=1)
+    sink, local = check_int("sink", sink, low=0), check_int("local", local, low=0)
+    if cap is not None:
+        cap = check_int("cap", cap, low=1)
+    if not isinstance(prev, torch.Tensor) or prev.dim() != 3 or prev.dtype not in (torch.int64, torch.int32):
+        raise InputError("prev must be an integer tensor (B, H_kv, k) of token positions")
     nb = math.ceil(n / block)
     always = _forced_blocks(n, block, sink, local)
     rows = []
@@ -173,6 +182,7 @@ def global_blocks(
     Hkv, n = K.shape[1], K.shape[2]
     g = H // Hkv
     nb = math.ceil(n / block)
+    span = min(span, nb)  # a page of more blocks than the cache holds is the whole cache
     npages = math.ceil(nb / span)
     forced = _forced_blocks(n, block, sink, local)
     free = [p for p in range(npages) if not any(p * span + i in forced for i in range(span))]
@@ -194,6 +204,7 @@ def global_blocks(
 def sparse_attention(q, K, V, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
     """o (B, H, D): each head's softmax attention over its group's selected tokens (-1 entries ignored)."""
     scaling = check_decode_inputs(q, K, V, scaling)
+    check_idx(idx, K, every_row=True)
     B, H, _D = q.shape
     g = H // K.shape[1]
     out = torch.empty_like(q)
@@ -215,6 +226,7 @@ def dense_attention(q, K, V, scaling: float | None = None) -> torch.Tensor:
 
 def attention_loss(q, K, idx: torch.Tensor, scaling: float | None = None) -> torch.Tensor:
     """(B, H): the dense attention mass that falls outside each head's selected tokens."""
+    check_idx(idx, K, distinct=True)
     p = torch.softmax(logits(q, K, scaling), dim=-1)
     g = q.shape[1] // K.shape[1]
     loss = torch.empty(p.shape[:2], dtype=p.dtype)
@@ -230,6 +242,7 @@ def quest_select(q, K, kappa: int, page: int = 16, scaling: float | None = None)
     GQA-pooled softmax of the bounds; their tokens."""
     scaling = check_decode_inputs(q, K, K, scaling)
     kappa = check_kappa(kappa)
+    page = min(check_int("page", page, low=1), K.shape[2])  # a page longer than the cache: the whole cache
     B, H, _ = q.shape
     Hkv, n = K.shape[1], K.shape[2]
     g = H // Hkv
@@ -253,7 +266,11 @@ def decode_step(qs, Ks, Vs, config: PrismConfig, scaling: float | None = None):
     Returns (outputs, selections): per layer, o (B, H, D) and the selection (B, H_kv, κ) it attended to
     (``None`` for a dense layer).
     """
+    if not isinstance(config, PrismConfig):
+        raise InputError(f"config must be a PrismConfig, got {type(config).__name__}")
     config.validate()
+    if not (len(qs) == len(Ks) == len(Vs)):
+        raise InputError(f"qs, Ks and Vs must list the same layers, got {len(qs)}, {len(Ks)}, {len(Vs)}")
     outs, sels = [], []
     prev = anchor = None
     for layer, (q, K, V) in enumerate(zip(qs, Ks, Vs)):

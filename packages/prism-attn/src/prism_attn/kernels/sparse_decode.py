@@ -27,7 +27,12 @@ def combine_splits(m: torch.Tensor, l: torch.Tensor, a: torch.Tensor) -> torch.T
 
 def sparse_decode_split_torch(q, K, V, idx, scaling: float | None = None, *, splits: int = 4):
     """The kernel's torch twin: partials per chunk of the index list, then :func:`combine_splits`."""
+    from papershelf.errors import check_int
+    from prism_attn.config import check_idx
+
     scaling = check_decode_inputs(q, K, V, scaling)
+    idx = check_idx(idx, K, every_row=True)
+    splits = check_int("splits", splits, low=1)
     B, H, D = q.shape
     Hkv, k = K.shape[1], idx.shape[-1]
     g = H // Hkv
@@ -56,10 +61,14 @@ def sparse_decode_triton(
     q, K, V, idx, scaling: float | None = None, *, splits: int | None = None, block_n=32
 ):
     """Sparse decode attention through the Triton kernel: o (B, H, D) in q's dtype (fp32 accumulation)."""
-    from prism_attn.ops import _check_idx
+    from papershelf.errors import check_int
+    from prism_attn.config import check_idx
 
     scaling = check_decode_inputs(q, K, V, scaling)
-    idx = _check_idx(idx, K).contiguous()
+    idx = check_idx(idx, K, every_row=True).contiguous()
+    if splits is not None:
+        splits = check_int("splits", splits, low=1)
+    block_n = check_int("block_n", block_n, low=1)
     try:
         import triton
     except ImportError:
