@@ -75,7 +75,9 @@ def run_manifest(**extra: Any) -> dict[str, Any]:
 
 def check_output_path(path: str | os.PathLike[str] | None, flag: str = "--out") -> None:
     """Refuse an output path that cannot be written, *before* a long run produces what goes there: a
-    directory, or a path whose nearest existing parent is not a writable directory. Creates nothing."""
+    directory, or a path whose nearest existing parent is not a writable directory. Creates nothing
+    itself: missing folders below that parent are made by the write (:func:`atomic_path`), like
+    ``mkdir -p``, so ``--out results/new/x.json`` works in a fresh clone."""
     if path is None or str(path) == "":
         return
     dest = Path(path)
