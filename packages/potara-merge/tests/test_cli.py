@@ -202,3 +202,63 @@ def test_subprocess_version():
     )
     assert out.stdout.strip() == f"potara-merge {__version__}"
     assert json.dumps(out.returncode) == "0"
+
+
+@pytest.mark.parametrize(
+    ("which", "bad", "msg"),
+    [
+        ("fg", "nan", "error: --fisher-global entry for 'base_model.model.q.lora_A.weight' contains NaN"),
+        ("fl", "neg", "error: --fisher-local entry for 'base_model.model.q.lora_A.weight' has negative"),
+        ("fg", "missing", "error: --fisher-global: no entry for 'base_model.model.q.lora_B.weight'"),
+    ],
+)
+def test_merge_bad_fisher_file_names_the_flag(dirs, capsys, which, bad, msg):
+    """Regression: these errors named module_traces' internal arguments (fisher_fed / fisher_loc)."""
+    good = {k: torch.ones_like(v) for k, v in _adapter(0).items()}
+    broken = {k: v.clone() for k, v in good.items()}
+    if bad == "nan":
+        broken["base_model.model.q.lora_A.weight"][0, 0] = float("nan")
+    elif bad == "neg":
+        broken["base_model.model.q.lora_A.weight"][0, 0] = -1.0
+    else:
+        del broken["base_model.model.q.lora_B.weight"]
+    save_fisher(dirs / "good.safetensors", good)
+    save_fisher(dirs / "bad.safetensors", broken)
+    fg, fl = ("bad", "good") if which == "fg" else ("good", "bad")
+    args = ["merge", "--global", str(dirs / "g"), "--local", str(dirs / "l"), "--out", str(dirs / "o")]
+    args += [
+        "--fisher-global",
+        str(dirs / f"{fg}.safetensors"),
+        "--fisher-local",
+        str(dirs / f"{fl}.safetensors"),
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(msg) and len(err.strip().splitlines()) == 1, err
+    assert not (dirs / "o").exists()
+
+
+def test_merge_product_with_a_zero_lora_alpha_exits_2(dirs, capsys):
+    """Regression: lora_alpha = 0 in the global adapter crashed `--mode product` (ZeroDivisionError)."""
+    save_adapter(dirs / "z", _adapter(2), {**CFG, "lora_alpha": 0})
+    args = ["merge", "--global", str(dirs / "z"), "--local", str(dirs / "l"), "--weight", "0.5"]
+    assert main([*args, "--mode", "product", "--out", str(dirs / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --global: ") and "lora_alpha" in err and len(err.strip().splitlines()) == 1
+    assert not (dirs / "o").exists()
+
+
+def test_too_many_clients_and_an_unsplittable_skew_fail_before_any_run(tmp_path, capsys):
+    """Regressions: --clients beyond what digits holds was reported as `n_clients=…` once the run had
+    started; a Dirichlet skew that leaves a client without data failed only when its turn came, after the
+    earlier skews of `reproduce` had run for minutes."""
+    from potara_merge.data import max_clients
+
+    assert main(["simulate", "--clients", str(max_clients() + 1)]) == 2
+    assert f"--clients must be an integer in [1, {max_clients()}]" in capsys.readouterr().err
+    out = tmp_path / "r.json"
+    assert main(["reproduce", "--seeds", "1", "--skews", "iid", "dirichlet:1e-3", "--out", str(out)]) == 2
+    stdout, err = capsys.readouterr()
+    assert err.startswith("error: --skew dirichlet:1e-3") and len(err.strip().splitlines()) == 1, err
+    assert "skew iid" not in stdout  # the iid experiment never started
+    assert not out.exists()

@@ -66,6 +66,10 @@ def test_client_without_data_is_named():
     clients = [_client(0, 10), _client(1, 0)]
     with pytest.raises(InputError, match="client 1 has no training data"):
         fedavg(model, clients, get_state(model), rounds=1)
+    from potara_merge.baselines import finetune
+
+    with pytest.raises(InputError, match="client 1 has no training data"):  # it said "the client"
+        finetune(model, get_state(model), clients[1], steps=1)
 
 
 def test_partitions():
@@ -232,3 +236,26 @@ def test_expected_fisher_fast_path_equals_the_per_class_reference():
     for m in groups:
         # float32 sums over ~100 coordinates of 1/(F + δ): relative 1e-4 covers the rounding
         assert_close([fast[m].a, fast[m].b, fast[m].c], [ref[m].a, ref[m].b, ref[m].c], rtol=1e-4, atol=1e-6)
+
+
+def test_local_adapters_from_the_federated_one_are_charged_its_rounds():
+    """Regression: with --local-init federated the local adapters are trained from the Rp-round federated
+    adapter, so every Potara curve point costs at least Rp rounds of traffic (it was charged 0 bytes at
+    round 0, and `reproduce --local-init federated` reported a byte ratio of 0 under label skew)."""
+    from potara_merge.experiments import potara_bytes_at, summarise
+
+    bytes_at = {0: 0, 1: 10, 2: 20, 3: 30, 4: 40}
+    run = {
+        "seed": 0,
+        "accs": {"potara": 80.0},
+        "potara_curve": {0: 80.0, 1: 80.0, 2: 80.0, 3: 80.0, 4: 80.0},
+        "ft_curve": {2: 70.0, 4: 79.0},
+        "bytes_at": bytes_at,
+        "adapter_bytes": 5,
+        "potara_lambdas": [0.5],
+    }
+    assert summarise([run])["potara_bytes_to_ft_final"] == 0.0  # local adapters from the base: free
+    s = summarise([{**run, "local_rounds": 2}])
+    assert s["potara_bytes_to_ft_final"] == 20.0 and s["bytes_ratio"] == 0.5
+    assert s["bytes_ratio_per_seed"] == [0.5]
+    assert potara_bytes_at(bytes_at, 2) == {0: 20, 1: 20, 2: 20, 3: 30, 4: 40}

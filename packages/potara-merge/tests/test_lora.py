@@ -212,3 +212,34 @@ def test_merge_peft_models_applies_the_mixed_update(mode):
             + 0.7 * (loc_m.base_model.model[0].get_delta_weight("default"))
         )
         assert_close(base[0].weight + lin.get_delta_weight("potara"), dense, rtol=1e-5, atol=1e-6)
+
+
+def test_corrupt_adapters_are_refused_not_merged(tmp_path):
+    """Regressions: each of these used to merge silently (or crash with a traceback)."""
+    from safetensors.torch import save_file
+
+    f = _adapter(0)
+    # lora_alpha = 0 made mode='product' divide by zero (it keeps the federated scaling s_F)
+    with pytest.raises(InputError, match="lora_alpha must be a finite non-zero number"):
+        merge_lora(f, _adapter(1), 0.5, mode="product", fed_config={"r": 3, "lora_alpha": 0}, loc_config=CFG)
+    # two keys for one factor ("x.lora_A.weight" and "x.lora_A.default.weight"): one was dropped silently
+    dup = {**_adapter(1), "base_model.model.l0.lora_A.default.weight": torch.zeros(3, 5, dtype=torch.float64)}
+    with pytest.raises(InputError, match=r"module 'base_model.model.l0' has two lora_A entries"):
+        merge_lora(f, dup, 0.5)
+    # integer factors were mixed and truncated to the global adapter's integer dtype
+    ints = {k: v.round().long() for k, v in _adapter(1).items()}
+    with pytest.raises(InputError, match=r"l0.*dtype torch.int64"):
+        merge_lora(ints, _adapter(1), 0.5)
+    # a config whose r is not the rank of the saved factors (PEFT could not load it either)
+    (tmp_path / "a").mkdir()
+    save_file(
+        {k: v.float() for k, v in _adapter(1).items()}, str(tmp_path / "a" / "adapter_model.safetensors")
+    )
+    (tmp_path / "a" / "adapter_config.json").write_text(json.dumps({"r": 8, "lora_alpha": 16}))
+    with pytest.raises(InputError, match=r"module 'base_model.model.l0' has rank 3 .* says r = 8"):
+        load_adapter(tmp_path / "a", "--local")
+    (tmp_path / "a" / "adapter_config.json").write_text(json.dumps({"r": 3, "rank_pattern": {"l0": 2}}))
+    with pytest.raises(InputError, match=r"--local: .*adapter_config.json uses rank_pattern"):
+        load_adapter(tmp_path / "a", "--local")
+    (tmp_path / "a" / "adapter_config.json").write_text(json.dumps({"r": 3, "lora_alpha": 6}))
+    assert load_adapter(tmp_path / "a")[1]["r"] == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from papershelf.errors import InputError
 from potara_merge.federated import Adam, State, forward_with, train
 
 
@@ -113,4 +114,6 @@ class APFL:
 
 def finetune(model: nn.Module, w: State, client, *, steps: int, lr: float = 5e-3, seed: int = 0) -> State:
     """FedAvg + FT: the global adapter fine-tuned on one client's training data."""
+    if client.n_train == 0:  # train() alone would not say which client
+        raise InputError(f"client {client.cid} has no training data to fine-tune on")
     return train(model, w, client.X_train, client.y_train, steps=steps, lr=lr, seed=seed)

@@ -222,9 +222,14 @@ def _experiments(args, quick: bool):
     from potara_merge.experiments import experiment, table
 
     _threads(args.threads)
-    for skew in args.skews:  # all skews checked before the first (long) experiment starts
-        _config(args, skew=skew)
+    from potara_merge.data import digits_federation
+
     seeds_given = _seeds(args)  # checked even when --quick replaces it (it was silently ignored)
+    for skew in args.skews:  # all skews checked before the first (long) experiment starts
+        cfg = _config(args, skew=skew)
+        if not quick:  # and every partition (a tiny Dirichlet A can leave a client empty): cheap
+            for s in seeds_given:
+                digits_federation(cfg.n_clients, skew, seed=s, public_frac=cfg.public_frac, augment=False)
     results = []
     for skew in args.skews:
         if quick:

@@ -59,6 +59,15 @@ class Federation:
     skew: str
 
 
+N_DIGITS = 1797  # images in scikit-learn's digits
+MIN_SAMPLES = 12  # per client, before the train / Fisher / test split
+
+
+def max_clients(public_frac: float = 0.15, min_samples: int = MIN_SAMPLES) -> int:
+    """The most clients :func:`digits_federation` can give ``min_samples`` images each."""
+    return (N_DIGITS - round(public_frac * N_DIGITS)) // min_samples
+
+
 SKEW_HELP = "'dirichlet:A' (A > 0), 'task-cue:T' or 'task:T' (integer 1 <= T <= 10) or 'iid'"
 
 
@@ -135,7 +144,7 @@ def digits_federation(
     fisher_n: int = 30,
     test_frac: float = 0.3,
     augment: bool = True,
-    min_samples: int = 12,
+    min_samples: int = MIN_SAMPLES,
 ) -> Federation:
     """Partition digits into a public pretraining split and ``n_clients`` heterogeneous clients."""
     if not isinstance(n_clients, int) or n_clients < 1:
@@ -147,7 +156,10 @@ def digits_federation(
     n_pub = round(public_frac * len(y))
     pub, rest = perm[:n_pub], perm[n_pub:]
     if len(rest) < n_clients * min_samples:
-        raise InputError(f"n_clients={n_clients} is too many: digits leaves {len(rest)} samples for clients")
+        raise InputError(
+            f"n_clients (--clients) = {n_clients} is too many: digits leaves {len(rest)} samples "
+            f"for clients, at most {len(rest) // min_samples} clients of {min_samples}"
+        )
     parts: list[np.ndarray]
     if kind == "dirichlet":
         for _ in range(100):

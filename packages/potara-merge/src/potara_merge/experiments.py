@@ -24,7 +24,7 @@ import torch
 
 from papershelf.errors import InputError, check_int, check_number
 from potara_merge.baselines import APFL, Ditto, finetune
-from potara_merge.data import digits_federation, parse_skew
+from potara_merge.data import digits_federation, max_clients, parse_skew
 from potara_merge.federated import (
     accuracy,
     base_mlp,
@@ -69,7 +69,9 @@ class SimConfig:
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> SimConfig:
-        check_int("--clients", self.n_clients, low=1)
+        check_number("public_frac", self.public_frac, low=0, high=1, high_open=True)
+        # digits has room for this many clients of 12 images (checked here, before any skew runs)
+        check_int("--clients", self.n_clients, low=1, high=max_clients(self.public_frac))
         check_int("--rounds", self.rounds, low=1)
         parse_skew(self.skew)
         check_int("--rank", self.rank, low=1)
@@ -344,6 +346,9 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
         adapter_bytes=adapter,
         rounds=R,
         potara_rounds=Rp,
+        # the round after which Potara's local adapters exist: trained from the Rp-round federated
+        # adapter they cost its Rp rounds of traffic, whatever checkpoint they are merged with
+        local_rounds=Rp if cfg.local_init == "federated" else 0,
         seconds={"fedavg+ditto+apfl": t_fed - t0, "total": time.perf_counter() - t0},
         _module_of=None,
     )
@@ -364,22 +369,33 @@ def bytes_to_reach(curve: dict[int, float], bytes_at: dict[int, int], target: fl
     return math.inf
 
 
+def potara_bytes_at(bytes_at: dict[int, int], local_rounds: int = 0) -> dict[int, int]:
+    """What Potara's curve point at round r has cost: ``bytes_at[max(r, local_rounds)]``.
+
+    Local adapters trained from the base cost nothing (``local_rounds = 0``); trained from the federated
+    adapter of round Rp (``--local-init federated``) they exist only after Rp rounds of traffic, so a
+    merge with an earlier checkpoint is charged those Rp rounds too."""
+    last = max(bytes_at)
+    return {r: bytes_at[min(max(r, local_rounds), last)] for r in bytes_at}
+
+
 def summarise(runs: list[dict]) -> dict:
     """Means over seeds, the communication comparison, and the targets of the issue."""
     methods = list(runs[0]["accs"])
     mean = {m: _mean([r["accs"][m] for r in runs]) for m in methods}
     std = {m: float(np.std([r["accs"][m] for r in runs])) for m in methods}
     bytes_at = runs[0]["bytes_at"]  # identical across seeds (full participation, same adapter)
+    po_bytes_at = potara_bytes_at(bytes_at, runs[0].get("local_rounds", 0))
     pc = {r: _mean([x["potara_curve"][r] for x in runs]) for r in runs[0]["potara_curve"]}
     fc = {r: _mean([x["ft_curve"][r] for x in runs]) for r in runs[0]["ft_curve"]}
     ft_final = fc[max(fc)]
     ft_bytes = bytes_to_reach(fc, bytes_at, ft_final)
-    po_bytes = bytes_to_reach(pc, bytes_at, ft_final)
+    po_bytes = bytes_to_reach(pc, po_bytes_at, ft_final)
     per_seed_ratio = []
     for x in runs:
         f = x["ft_curve"]
         fb = bytes_to_reach(f, bytes_at, f[max(f)])
-        per_seed_ratio.append(bytes_to_reach(x["potara_curve"], bytes_at, f[max(f)]) / fb)
+        per_seed_ratio.append(bytes_to_reach(x["potara_curve"], po_bytes_at, f[max(f)]) / fb)
     return {
         "mean": mean,
         "std": std,
@@ -392,6 +408,7 @@ def summarise(runs: list[dict]) -> dict:
         "bytes_ratio": po_bytes / ft_bytes,
         "bytes_ratio_per_seed": per_seed_ratio,
         "bytes_at": bytes_at,
+        "potara_bytes_at": po_bytes_at,
         "adapter_bytes": runs[0]["adapter_bytes"],
         "mean_lambda": _mean([_mean(r["potara_lambdas"]) for r in runs]),
     }
@@ -543,7 +560,8 @@ def plot(results: list[dict], path) -> bool:
         s = res["summary"]
         b = s["bytes_at"]
         pc, fc = s["potara_curve"], s["ft_curve"]
-        ax.plot([b[r] / 1e6 for r in sorted(pc)], [pc[r] for r in sorted(pc)], "o-", label="Potara")
+        pb = s.get("potara_bytes_at", b)
+        ax.plot([pb[r] / 1e6 for r in sorted(pc)], [pc[r] for r in sorted(pc)], "o-", label="Potara")
         ax.plot([b[r] / 1e6 for r in sorted(fc)], [fc[r] for r in sorted(fc)], "s--", label="FedAvg + FT")
         ax.axhline(s["mean"]["best_fixed"], color="grey", lw=0.8, label="best fixed λ (Potara rounds)")
         ax.set_title(res["config"]["skew"])

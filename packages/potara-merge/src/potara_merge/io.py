@@ -9,8 +9,17 @@ from pathlib import Path
 import torch
 
 from papershelf.errors import InputError, check_number
-from potara_merge.lora import canonical_key, load_adapter, lora_modules, merge_lora, save_adapter
-from potara_merge.weights import check_correlation, global_traces, module_traces
+from potara_merge.lora import (
+    MODES,
+    canonical_key,
+    check_compatible,
+    load_adapter,
+    lora_modules,
+    merge_lora,
+    module_of,
+    save_adapter,
+)
+from potara_merge.weights import check_correlation, check_fisher, global_traces, module_traces
 
 
 def save_fisher(path: str | os.PathLike[str], fisher: Mapping[str, torch.Tensor], prefix: str = "") -> None:
@@ -57,10 +66,13 @@ def merge_adapter_dirs(
     loc, cfg_l = load_adapter(local_dir, "--local")
     fed = {canonical_key(k): v for k, v in fed.items()}
     loc = {canonical_key(k): v for k, v in loc.items()}
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    check_compatible(fed, loc, same_rank=mode == "factors")  # the adapters first, then the Fisher files
     info: dict = {}
     if weight is not None:
         weights: float | dict[str, float] = weight
-        info["weights"] = dict.fromkeys(lora_modules(fed), float(weight))
+        info["weights"] = dict.fromkeys(lora_modules(fed), float(weight) + 0.0)  # no "-0.0000"
     else:
         ff = load_fisher(fisher_global, "--fisher-global")
         fl = load_fisher(fisher_local, "--fisher-local")
@@ -69,15 +81,19 @@ def merge_adapter_dirs(
         checked = [("--fisher-global", ff), ("--fisher-local", fl)] + (
             [("--grad-corr", corr)] if corr else []
         )
-        for name, src in checked:
+        for name, src in checked:  # errors name the flag (module_traces would say fisher_fed/fisher_loc)
             for k in fed:
-                if k in src and src[k].shape != fed[k].shape:
+                if k not in src:
+                    raise InputError(f"{name}: no entry for {k!r} (module {module_of(k)!r})")
+                if src[k].shape != fed[k].shape:
                     raise InputError(
                         f"{name}: entry {k!r} has shape {tuple(src[k].shape)}, "
                         f"the adapter's is {tuple(fed[k].shape)}"
                     )
-                if name == "--grad-corr" and k in src:
+                if name == "--grad-corr":
                     check_correlation("--grad-corr entry", k, src[k])
+                else:
+                    check_fisher(f"{name} entry", k, src[k])
         same = {k: fed[k] == loc[k] for k in fed if k in loc and fed[k].shape == loc[k].shape}
         traces = module_traces(ff, fl, groups, corr=corr, damping=damping, same=same)
         total = global_traces(traces)

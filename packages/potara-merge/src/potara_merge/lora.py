@@ -46,7 +46,12 @@ def lora_modules(state: Mapping[str, torch.Tensor], who: str = "adapter") -> dic
                 f"{who}: key {key!r} is not a LoRA factor",
                 hint="only plain LoRA adapters (lora_A/lora_B weights) can be merged",
             )
-        found.setdefault(m["module"], {})[m["which"]] = key
+        prev = found.setdefault(m["module"], {}).get(m["which"])
+        if prev is not None:  # e.g. "x.lora_A.weight" beside "x.lora_A.default.weight": which one?
+            raise InputError(
+                f"{who}: module {m['module']!r} has two lora_{m['which']} entries ({prev!r}, {key!r})"
+            )
+        found[m["module"]][m["which"]] = key
     out = {}
     for mod, d in found.items():
         if set(d) != {"A", "B"}:
@@ -72,21 +77,30 @@ def canonical_key(key: str) -> str:
 
 
 def check_lora_config(config: Mapping[str, Any], who: str = "adapter config") -> None:
-    """``r`` a positive integer and ``lora_alpha`` a finite number (PEFT's defaults when absent)."""
+    """``r`` a positive integer and ``lora_alpha`` a finite non-zero number (PEFT's defaults when absent),
+    no per-module ``rank_pattern``/``alpha_pattern``.
+
+    A zero ``lora_alpha`` scales the update to nothing (the adapter is a no-op) and cannot be written back
+    in ``mode="product"``, which keeps the federated scaling (it divided by zero)."""
+    for key in ("rank_pattern", "alpha_pattern"):
+        if config.get(key):
+            raise InputError(f"{who} uses {key}; per-module ranks/alphas are not supported")
     r, alpha = config.get("r", 8), config.get("lora_alpha", 8)
     if isinstance(r, bool) or not isinstance(r, int) or r < 1:
         raise InputError(f"{who}: r must be a positive integer, got {r!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha):
-        raise InputError(f"{who}: lora_alpha must be a finite number, got {alpha!r}")
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, int | float)
+        or not math.isfinite(alpha)
+        or alpha == 0
+    ):
+        raise InputError(f"{who}: lora_alpha must be a finite non-zero number, got {alpha!r}")
 
 
 def lora_scale(config: Mapping[str, Any] | None, module: str) -> float:
     """The scaling s of a module under a PEFT LoraConfig dict (lora_alpha / r, or / √r with rsLoRA)."""
     if config is None:
         return 1.0
-    for key in ("rank_pattern", "alpha_pattern"):
-        if config.get(key):
-            raise InputError(f"adapter config uses {key}; per-module ranks/alphas are not supported")
     check_lora_config(config)
     r, alpha = config.get("r", 8), config.get("lora_alpha", 8)
     return alpha / (math.sqrt(r) if config.get("use_rslora") else r)
@@ -98,7 +112,7 @@ def _weights_for(weight: float | Mapping[str, float], modules) -> dict[str, floa
         if missing:
             raise InputError(f"no mixing weight for module {missing[0]!r}")
         return {m: check_number(f"weight of module {m!r}", weight[m], low=0, high=1) for m in modules}
-    w = check_number("weight", weight, low=0, high=1)
+    w = check_number("weight", weight, low=0, high=1) + 0.0  # -0.0 -> 0.0 (printed as "λ = -0.0000")
     return dict.fromkeys(modules, w)
 
 
@@ -121,6 +135,10 @@ def check_compatible(
         for k, t in ((af, fed[af]), (bf, fed[bf]), (al, loc[al]), (bl, loc[bl])):
             if t.ndim != 2:
                 raise InputError(f"module {mod!r}: {k!r} is not a matrix (shape {tuple(t.shape)})")
+            if not t.is_floating_point():  # an integer/bool mix would be truncated silently
+                raise InputError(
+                    f"module {mod!r}: {k!r} has dtype {t.dtype}; LoRA factors are floating point"
+                )
             if not torch.isfinite(t).all():
                 raise InputError(f"module {mod!r}: {k!r} contains NaN or inf")
         sa_f, sb_f, sa_l, sb_l = fed[af].shape, fed[bf].shape, loc[al].shape, loc[bl].shape
@@ -240,7 +258,13 @@ def load_adapter(path: str | os.PathLike[str], who: str = "adapter") -> tuple[di
         state = load_file(str(w_path))
     except Exception as exc:
         raise InputError(f"{who}: cannot read {w_path} ({exc})") from None
-    lora_modules(state, who)
+    r = config.get("r", 8)
+    for mod, (a, _b) in lora_modules(state, who).items():
+        if state[a].ndim == 2 and state[a].shape[0] != r:  # PEFT could not load it either
+            raise InputError(
+                f"{who}: module {mod!r} has rank {state[a].shape[0]} (rows of lora_A) "
+                f"but {cfg_path} says r = {r}"
+            )
     return state, config
 
 

@@ -85,7 +85,9 @@ class Traces:
         return {**asdict(self), "weight": self.weight, "bound": self.bound}
 
 
-def _finite(name: str, key: str, t: torch.Tensor) -> None:
+def check_fisher(name: str, key: str, t: torch.Tensor) -> None:
+    """A diagonal Fisher must be finite and >= 0 (an integer or bool tensor from a user's file is cast)."""
+    t = t.double()
     if not torch.isfinite(t).all():
         raise InputError(f"{name} for {key!r} contains NaN or inf", hint="check the Fisher samples and model")
     if (t < 0).any():
@@ -147,8 +149,8 @@ def module_traces(
                 f"Fisher shapes differ for {n!r}: "
                 f"{tuple(fisher_fed[n].shape)} vs {tuple(fisher_loc[n].shape)}"
             )
-        _finite("fisher_fed", n, fisher_fed[n])
-        _finite("fisher_loc", n, fisher_loc[n])
+        check_fisher("fisher_fed", n, fisher_fed[n])
+        check_fisher("fisher_loc", n, fisher_loc[n])
         if corr is not None:
             if n not in corr:
                 raise InputError(f"corr has no entry for parameter {n!r}")
