@@ -160,21 +160,10 @@ def test_kappa_as_a_numpy_or_torch_scalar(qkv):
             select_topk(q, K, bad)
 
 
-def test_blocks_and_pages_longer_than_the_cache_allocate_nothing_of_their_size():
+def test_blocks_and_pages_longer_than_the_cache_allocate_nothing_of_their_size(largest_tensor):
     """block / page / global_span far beyond the cache used to allocate arange(block) per block
     (block = 10**9 was killed for memory): they now mean "the whole cache"."""
     from prism_attn import reference
-    from torch.overrides import TorchFunctionMode
-
-    class Largest(TorchFunctionMode):  # the largest tensor a torch function returns (no dynamo import)
-        largest = 0
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in out if isinstance(out, tuple | list) else (out,):
-                if isinstance(t, torch.Tensor):
-                    self.largest = max(self.largest, t.numel())
-            return out
 
     huge = 1 << 20
     q, K, V = random_cache(64, heads=4, kv_heads=2, head_dim=8, seed=0, dtype=torch.float64)
@@ -186,7 +175,7 @@ def test_blocks_and_pages_longer_than_the_cache_allocate_nothing_of_their_size()
     ]
     for kw in configs:
         cfg = PrismConfig(kappa=8, dense_layers=(), **kw)
-        with Largest() as mode:
+        with largest_tensor() as mode:
             outs, sels = decode_step([q] * 3, [K] * 3, [V] * 3, cfg, backend="torch")
         assert mode.largest < 64 * 64, (kw, mode.largest)
         ref_outs, ref_sels = reference.decode_step([q] * 3, [K] * 3, [V] * 3, cfg)
