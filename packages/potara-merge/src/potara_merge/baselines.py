@@ -33,14 +33,16 @@ class Ditto:
         mu: float = 0.1,
         steps: int = 5,
         lr: float = 5e-3,
+        batch: int = 32,
         seed: int = 0,
     ):
-        self.model, self.clients, self.mu, self.steps, self.lr, self.seed = (
+        self.model, self.clients, self.mu, self.steps, self.lr, self.batch, self.seed = (
             model,
             clients,
             mu,
             steps,
             lr,
+            batch,
             seed,
         )
         self.personal = [{k: v.clone() for k, v in init.items()} for _ in clients]
@@ -54,6 +56,7 @@ class Ditto:
                 c.y_train,
                 steps=self.steps,
                 lr=self.lr,
+                batch=self.batch,
                 seed=self.seed * 7919 + r * 31 + c.cid + 17,
                 prox=(self.mu, w),
             )
@@ -72,14 +75,16 @@ class APFL:
         steps: int = 5,
         lr: float = 5e-3,
         alpha_lr: float = 0.05,
+        batch: int = 32,
         seed: int = 0,
     ):
-        self.model, self.clients, self.steps, self.lr, self.alpha_lr, self.seed = (
+        self.model, self.clients, self.steps, self.lr, self.alpha_lr, self.batch, self.seed = (
             model,
             clients,
             steps,
             lr,
             alpha_lr,
+            batch,
             seed,
         )
         self.personal = [{k: v.clone() for k, v in init.items()} for _ in clients]
@@ -92,7 +97,9 @@ class APFL:
             opt = Adam(list(v.values()), lr=self.lr)
             g = torch.Generator().manual_seed(self.seed * 7919 + r * 31 + c.cid + 29)
             for _ in range(self.steps):
-                idx = torch.randint(0, c.X_train.shape[0], (min(32, c.X_train.shape[0]),), generator=g)
+                idx = torch.randint(
+                    0, c.X_train.shape[0], (min(self.batch, c.X_train.shape[0]),), generator=g
+                )
                 mixed = {k: a * v[k] + (1 - a) * w[k] for k in v}
                 loss = nn.functional.cross_entropy(
                     forward_with(self.model, mixed, c.X_train[idx]), c.y_train[idx]
@@ -112,8 +119,10 @@ class APFL:
         return {k: self.alpha[i] * self.personal[i][k] + (1 - self.alpha[i]) * w[k] for k in w}
 
 
-def finetune(model: nn.Module, w: State, client, *, steps: int, lr: float = 5e-3, seed: int = 0) -> State:
+def finetune(
+    model: nn.Module, w: State, client, *, steps: int, lr: float = 5e-3, batch: int = 32, seed: int = 0
+) -> State:
     """FedAvg + FT: the global adapter fine-tuned on one client's training data."""
     if client.n_train == 0:  # train() alone would not say which client
         raise InputError(f"client {client.cid} has no training data to fine-tune on")
-    return train(model, w, client.X_train, client.y_train, steps=steps, lr=lr, seed=seed)
+    return train(model, w, client.X_train, client.y_train, steps=steps, lr=lr, batch=batch, seed=seed)

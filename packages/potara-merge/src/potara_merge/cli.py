@@ -16,13 +16,40 @@ app = App(
     "Potara: closed-form mixing of federated and local LoRA adapters for personalised federated fine-tuning.",
 )
 
+TASK_ARGS = [
+    arg(
+        "--task",
+        choices=("digits", "text"),
+        default="digits",
+        help="digits (MLP + LoRA, default) or text (next-byte prediction on standard-library domains with "
+        "the frozen testbed LM + LoRA on q/v; needs papershelf-lm)",
+    ),
+    arg("--lm", default="tiny-s", help="testbed checkpoint for --task text (default tiny-s)"),
+    arg("--window", type=int, default=64, help="bytes per text window (default 64)"),
+    arg("--batch", type=int, default=None, help="samples per local step (default 32 digits, 8 text windows)"),
+    arg(
+        "--curve-every",
+        type=int,
+        default=None,
+        help="Potara's accuracy-vs-bytes curve every N rounds (default 1 digits, 2 text)",
+    ),
+    arg(
+        "--fisher-samples",
+        type=int,
+        default=1,
+        help="text: Monte Carlo label draws per window for the expected Fisher (default 1)",
+    ),
+]
+TEXT_DEFAULTS = {"batch": 8, "curve_every": 2}  # digits: 32 and 1 (SimConfig's defaults)
+
 SIM_ARGS = [
     arg("--clients", type=int, default=20, help="number of clients (default 20)"),
     arg("--rounds", type=int, default=30, help="FedAvg rounds of the baselines (default 30)"),
     arg(
         "--skew",
         default="dirichlet:0.3",
-        help="dirichlet:A | task-cue:T | task:T | iid (default dirichlet:0.3)",
+        help="digits: dirichlet:A | task-cue:T | task:T | iid (default dirichlet:0.3); "
+        "text: domain:T | dirichlet:A | iid",
     ),
     arg("--potara-frac", type=float, default=0.5, help="Potara's federated rounds / --rounds (default 0.5)"),
     arg("--local-steps", type=int, default=5, help="client steps per round (default 5)"),
@@ -43,6 +70,7 @@ SIM_ARGS = [
     ),
     arg("--diagnose", action="store_true", help="log per-client a, b, c, λ*, held-out losses, acc vs λ"),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
+    *TASK_ARGS,
 ]
 
 
@@ -67,7 +95,17 @@ def _config(args, **over):
         fisher=args.fisher,
         local_init=args.local_init,
         diagnose=args.diagnose,
+        task=args.task,
+        lm=args.lm,
+        window=args.window,
+        fisher_samples=args.fisher_samples,
     )
+    for k in ("batch", "curve_every"):
+        given = getattr(args, k)
+        if given is not None:
+            setattr(cfg, k, given)
+        elif args.task == "text":
+            setattr(cfg, k, TEXT_DEFAULTS[k])
     for k, v in over.items():
         setattr(cfg, k, v)
     return cfg.validate()
@@ -89,7 +127,7 @@ def _print_targets(tg):
 # ---- simulate -----------------------------------------------------------------------------------------
 @app.command(
     "simulate",
-    help="one federated run on digits: every method, accuracy table, metered bytes",
+    help="one federated run (digits, or --task text): every method, accuracy table, metered bytes",
     args=[*SIM_ARGS, arg("--seeds", type=int, default=1, help="number of seeds (default 1)")],
     common=("seed", "out"),
 )
@@ -214,8 +252,14 @@ EXP_ARGS = [
     arg("--clients", type=int, default=10, help="number of clients (default 10)"),
     arg("--rounds", type=int, default=20, help="FedAvg rounds of the baselines (default 20)"),
     arg("--seeds", type=int, default=3, help="number of seeds (default 3)"),
-    arg("--skews", nargs="+", default=["dirichlet:0.3", "task-cue:4", "task:4"], help="skews to run"),
+    arg(
+        "--skews",
+        nargs="+",
+        default=None,
+        help="skews to run (default digits: dirichlet:0.3 task-cue:4 task:4; text: domain:4 dirichlet:0.3)",
+    ),
 ]
+DEFAULT_SKEWS = {"digits": ["dirichlet:0.3", "task-cue:4", "task:4"], "text": ["domain:4", "dirichlet:0.3"]}
 
 
 def _experiments(args, quick: bool):
@@ -224,12 +268,19 @@ def _experiments(args, quick: bool):
     _threads(args.threads)
     from potara_merge.data import digits_federation
 
+    if args.skews is None:
+        args.skews = DEFAULT_SKEWS[args.task]
     seeds_given = _seeds(args)  # checked even when --quick replaces it (it was silently ignored)
     for skew in args.skews:  # all skews checked before the first (long) experiment starts
         cfg = _config(args, skew=skew)
         if not quick:  # and every partition (a tiny Dirichlet A can leave a client empty): cheap
             for s in seeds_given:
-                digits_federation(cfg.n_clients, skew, seed=s, public_frac=cfg.public_frac, augment=False)
+                if cfg.task == "text":
+                    from potara_merge.experiments import federation
+
+                    federation(cfg, s)
+                else:
+                    digits_federation(cfg.n_clients, skew, seed=s, public_frac=cfg.public_frac, augment=False)
     results = []
     for skew in args.skews:
         if quick:
@@ -266,14 +317,17 @@ def _bench(args: argparse.Namespace) -> None:
     from papershelf.bench import record, write_records
 
     if args.quick:
-        args.skews = args.skews[:1]
+        args.skews = (args.skews or DEFAULT_SKEWS[args.task])[:1]
     results = _experiments(args, args.quick)
     recs = []
     for res in results:
         s, cfg = res["summary"], res["config"]
         setting = {
-            k: cfg[k] for k in ("n_clients", "rounds", "skew", "rank", "mode", "fisher", "potara_frac")
+            k: cfg[k]
+            for k in ("task", "n_clients", "rounds", "skew", "rank", "mode", "fisher", "potara_frac", "batch")
         }
+        if cfg["task"] == "text":
+            setting.update(lm=cfg["lm"], window=cfg["window"])
         setting["seeds"] = s["seeds"]
         for t in res["targets"]:
             if t["name"].startswith("bytes"):
@@ -314,7 +368,8 @@ def _bench(args: argparse.Namespace) -> None:
 
 @app.command(
     "reproduce",
-    help="label- and task-skewed digits, every method, 3 seeds by default: table, targets, JSON, plot",
+    help="label- and task-skewed digits (or --task text: standard-library domains), every method, 3 seeds: "
+    "table, targets, JSON, plot",
     args=[*EXP_ARGS, arg("--plot", default=None, metavar="FILE.png")],
     common=("out", "seed"),
 )

@@ -66,14 +66,35 @@ class SimConfig:
     grid: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
     ft_curve_points: int = 3
     augment: bool = True
+    batch: int = 32  # samples (digits) or windows (text) per local step
+    curve_every: int = 1  # Potara's accuracy-vs-bytes curve at every curve_every-th round (and the last)
+    # the text task (task = "text"): next-byte prediction on standard-library domains, frozen testbed LM
+    task: str = "digits"
+    lm: str = "tiny-s"
+    window: int = 64
+    text_train: int = 64  # training windows per client
+    text_test: int = 32  # test windows per client
+    fisher_samples: int = 1  # Monte Carlo label draws per window for a sequence model's expected Fisher
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> SimConfig:
-        check_number("public_frac", self.public_frac, low=0, high=1, high_open=True)
-        # digits has room for this many clients of 12 images (checked here, before any skew runs)
-        check_int("--clients", self.n_clients, low=1, high=max_clients(self.public_frac))
+        if self.task not in ("digits", "text"):
+            raise InputError(f"--task must be digits or text; got {self.task!r}")
+        if self.task == "text":
+            from potara_merge.text import parse_text_skew
+
+            check_int("--clients", self.n_clients, low=1, high=1000)
+            parse_text_skew(self.skew)
+            check_int("--window", self.window, low=2, high=1024)
+            check_int("--fisher-samples", self.fisher_samples, low=1)
+        else:
+            check_number("public_frac", self.public_frac, low=0, high=1, high_open=True)
+            # digits has room for this many clients of 12 images (checked here, before any skew runs)
+            check_int("--clients", self.n_clients, low=1, high=max_clients(self.public_frac))
+            parse_skew(self.skew)
         check_int("--rounds", self.rounds, low=1)
-        parse_skew(self.skew)
+        check_int("--batch", self.batch, low=1)
+        check_int("--curve-every", self.curve_every, low=1)
         check_int("--rank", self.rank, low=1)
         check_int("--local-steps", self.local_steps, low=1)
         check_int("--local-model-steps", self.local_model_steps, low=1)
@@ -109,11 +130,21 @@ def accuracy_barrier(acc_vs_lambda: dict[float, float]) -> float:
     return max(0.0, max((1 - lam) * a0 + lam * a1 - acc for lam, acc in acc_vs_lambda.items()))
 
 
-def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
-    """One seed of every method on one federation; accuracies are means over clients (in %)."""
-    cfg.validate()
-    t0 = time.perf_counter()
-    fed = digits_federation(
+def federation(cfg: SimConfig, seed: int):
+    """The clients of ``cfg.task`` for one seed."""
+    if cfg.task == "text":
+        from potara_merge.text import text_federation
+
+        return text_federation(
+            cfg.n_clients,
+            cfg.skew,
+            seed=seed,
+            window=cfg.window,
+            n_train=cfg.text_train,
+            fisher_n=cfg.fisher_n,
+            n_test=cfg.text_test,
+        )
+    return digits_federation(
         cfg.n_clients,
         cfg.skew,
         seed=seed,
@@ -121,17 +152,40 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
         public_frac=cfg.public_frac,
         augment=cfg.augment,
     )
-    clients = fed.clients
+
+
+def build_models(cfg: SimConfig, fed, seed: int):
+    """The LoRA model the methods share, and a factory for the same base with a rank-2r adapter (where
+    product-mode merges are evaluated). Digits: an MLP pretrained on the public split; text: the LM."""
+    if cfg.task == "text":
+        from potara_merge.text import lm_lora_model
+
+        model = lm_lora_model(cfg.lm, rank=cfg.rank, alpha=cfg.lora_alpha, seed=seed)
+        return model, lambda: lm_lora_model(cfg.lm, rank=2 * cfg.rank, alpha=2 * cfg.lora_alpha, seed=seed)
     base = base_mlp(fed.n_features, cfg.hidden, fed.n_classes, seed=seed)
     pretrain(base, fed.public_X, fed.public_y, steps=cfg.pretrain_steps, seed=seed)
     base_copy = copy.deepcopy(base)
     model = lora_model(base, rank=cfg.rank, alpha=cfg.lora_alpha, seed=seed)
+    return model, lambda: lora_model(
+        copy.deepcopy(base_copy), rank=2 * cfg.rank, alpha=2 * cfg.lora_alpha, seed=seed
+    )
+
+
+def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
+    """One seed of every method on one federation; accuracies are means over clients (in %)."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    fed = federation(cfg, seed)
+    clients = fed.clients
+    model, product_model = build_models(cfg, fed, seed)
     init = get_state(model)
     config = {"r": cfg.rank, "lora_alpha": cfg.lora_alpha}
     R, Rp = cfg.rounds, cfg.potara_rounds
 
-    ditto = Ditto(model, clients, init, mu=cfg.ditto_mu, steps=cfg.local_steps, lr=cfg.lr, seed=seed)
-    apfl = APFL(model, clients, init, steps=cfg.local_steps, lr=cfg.lr, seed=seed)
+    ditto = Ditto(
+        model, clients, init, mu=cfg.ditto_mu, steps=cfg.local_steps, lr=cfg.lr, batch=cfg.batch, seed=seed
+    )
+    apfl = APFL(model, clients, init, steps=cfg.local_steps, lr=cfg.lr, batch=cfg.batch, seed=seed)
 
     def hook(r, w, locs):
         ditto.on_round(r, w, locs)
@@ -140,8 +194,18 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     ft_points = sorted(
         {max(1, round(R * k / cfg.ft_curve_points)) for k in range(1, cfg.ft_curve_points + 1)}
     )
+    curve_rounds = sorted({*range(0, R + 1, cfg.curve_every), R, Rp})
     run = fedavg(
-        model, clients, init, rounds=R, local_steps=cfg.local_steps, lr=cfg.lr, seed=seed, on_round=hook
+        model,
+        clients,
+        init,
+        rounds=R,
+        local_steps=cfg.local_steps,
+        lr=cfg.lr,
+        batch=cfg.batch,
+        seed=seed,
+        on_round=hook,
+        checkpoints=sorted({*curve_rounds, *ft_points}),
     )
     t_fed = time.perf_counter()
     wR = run.checkpoints[R]
@@ -162,6 +226,7 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
                 c.y_train,
                 steps=cfg.local_model_steps,
                 lr=cfg.lr,
+                batch=cfg.batch,
                 seed=seed * 131 + c.cid,
             )
             for c in clients
@@ -181,7 +246,18 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
     def ft_acc(w):
         return _mean(
             [
-                acc(finetune(model, w, c, steps=cfg.local_model_steps, lr=cfg.lr, seed=seed * 131 + c.cid), c)
+                acc(
+                    finetune(
+                        model,
+                        w,
+                        c,
+                        steps=cfg.local_model_steps,
+                        lr=cfg.lr,
+                        batch=cfg.batch,
+                        seed=seed * 131 + c.cid,
+                    ),
+                    c,
+                )
                 for c in clients
             ]
         )
@@ -201,6 +277,8 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
                 damping=cfg.damping,
                 client=c.cid,
                 config=config,
+                fisher_samples=cfg.fisher_samples,
+                seed=seed * 1009 + c.cid,
                 **{"fisher": cfg.fisher, **kw},
             )
             if kw.get("mode", "factors") == "product":
@@ -211,9 +289,9 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
             infos.append(info)
         return _mean(out), out, lams, infos
 
-    prod_model = lora_model(copy.deepcopy(base_copy), rank=2 * cfg.rank, alpha=2 * cfg.lora_alpha, seed=seed)
+    prod_model = product_model()
     curve = {}
-    for r in sorted(run.checkpoints):
+    for r in curve_rounds:
         curve[r] = potara_at(run.checkpoints[r], mode=cfg.mode)[0]
     accs["potara"], per_client, lams, infos = potara_at(wp, mode=cfg.mode)
     accs["potara_per_module"] = potara_at(wp, mode=cfg.mode, per_module=True)[0]
@@ -262,6 +340,8 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
                     n_fed=n_all,
                     n_loc=float(c.n_train),
                     client=c.cid,
+                    fisher_samples=cfg.fisher_samples,
+                    seed=seed * 1009 + c.cid,
                 )[0],
                 c,
             )
@@ -293,6 +373,7 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
         torch.cat([c.y_train for c in clients]),
         steps=R * cfg.local_steps * len(clients),
         lr=cfg.lr,
+        batch=cfg.batch,
         seed=seed * 131 + 7919,
     )
     accs["pooled"] = _mean([acc(pooled, c) for c in clients])

@@ -97,32 +97,65 @@ class LoRALinear(nn.Module):
             self.lora_A.weight.uniform_(-bound, bound, generator=generator)
             self.lora_B.weight.zero_()
         self.scaling = alpha / rank
+        self.override: tuple[torch.Tensor, torch.Tensor] | None = None  # (A, B) set by forward_with
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.override is not None:
+            A, B = self.override
+            return self.base(x) + (x @ A.T) @ B.T * self.scaling
         return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
 
 
-def lora_model(base: nn.Module, *, rank: int = 4, alpha: float = 8.0, seed: int = 0) -> nn.Module:
-    """Put a LoRA update on every Linear layer of ``base`` (in place; returns ``base``)."""
+def lora_model(
+    base: nn.Module,
+    *,
+    rank: int = 4,
+    alpha: float = 8.0,
+    seed: int = 0,
+    targets: tuple[str, ...] | None = None,
+) -> nn.Module:
+    """Freeze ``base`` and put a LoRA update on its Linear layers (in place; returns ``base``).
+
+    ``targets=None``: every Linear that is a direct child (the MLP). Otherwise every Linear, at any depth,
+    whose own name is in ``targets`` (PEFT's ``target_modules``, e.g. ``("q_proj", "v_proj")``).
+    """
     g = torch.Generator().manual_seed(seed)
     for p in base.parameters():
         p.requires_grad_(False)
-    for name, mod in list(base.named_children()):
-        if isinstance(mod, nn.Linear):
-            setattr(base, name, LoRALinear(mod, rank, alpha, g))
+    if targets is None:
+        for name, mod in list(base.named_children()):
+            if isinstance(mod, nn.Linear):
+                setattr(base, name, LoRALinear(mod, rank, alpha, g))
+        return base
+    hits = [
+        (parent, child)
+        for _, parent in base.named_modules()
+        for child, mod in parent.named_children()
+        if child in targets and isinstance(mod, nn.Linear)
+    ]
+    if not hits:
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in base.named_modules() if isinstance(m, nn.Linear)})
+        raise InputError(f"lora_model: no Linear layer named {sorted(targets)}; the model's are {linear}")
+    for parent, child in hits:
+        setattr(parent, child, LoRALinear(getattr(parent, child), rank, alpha, g))
     return base
+
+
+def lora_layers(model: nn.Module) -> list[tuple[str, LoRALinear]]:
+    """The model's LoRA layers with their qualified names, in module order."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, LoRALinear)]
 
 
 def forward_with(model: nn.Module, state: Mapping[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
     """``model(X)`` with the adapter tensors taken from ``state`` (differentiable in them)."""
-    h = X
-    for name, mod in model.named_children():
-        if isinstance(mod, LoRALinear):
-            A, B = state[f"{name}.lora_A.weight"], state[f"{name}.lora_B.weight"]
-            h = mod.base(h) + (h @ A.T) @ B.T * mod.scaling
-        else:
-            h = mod(h)
-    return h
+    layers = lora_layers(model)
+    try:
+        for name, mod in layers:
+            mod.override = (state[f"{name}.lora_A.weight"], state[f"{name}.lora_B.weight"])
+        return model(X)
+    finally:
+        for _, mod in layers:
+            mod.override = None
 
 
 def to_peft_state(state: Mapping[str, torch.Tensor], prefix: str = "base_model.model.") -> State:
@@ -244,8 +277,10 @@ def train(
 
 @torch.no_grad()
 def accuracy(model: nn.Module, state: State, X: torch.Tensor, y: torch.Tensor) -> float:
+    """Top-1 accuracy; the class axis of the logits is dim 1 (``(n, C)``, or ``(n, C, T)`` for a sequence
+    model, where every position counts once)."""
     set_state(model, state)
-    return float((model(X).argmax(-1) == y).float().mean())
+    return float((model(X).argmax(1) == y).float().mean())
 
 
 @dataclass
@@ -263,6 +298,7 @@ def fedavg(
     rounds: int,
     local_steps: int = 5,
     lr: float = 5e-3,
+    batch: int = 32,
     seed: int = 0,
     checkpoints: Iterable[int] | None = None,
     on_round: Callable[[int, State, list[State]], None] | None = None,
@@ -292,6 +328,7 @@ def fedavg(
                 c.y_train,
                 steps=local_steps,
                 lr=lr,
+                batch=batch,
                 seed=seed * 100003 + r * 1009 + c.cid,
             )
             meter.send_up(s)
@@ -307,29 +344,42 @@ def fedavg(
 
 
 def lora_per_sample_grads(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> State:
-    """Per-sample ``∇ log p(y_s | x_s)`` for a :func:`lora_model` adapter from ONE batched backward.
+    """Per-sample ``∇ log p(y_s | x_s)`` for every :class:`LoRALinear` in ``model`` from ONE batched backward.
 
-    For a LoRA layer ``o = W h + s B A h`` and the per-sample output gradient ``g_s = ∂ log p / ∂ o_s``
-    (samples are independent, so one backward of the summed log-likelihood yields every ``g_s``):
-    ``∂/∂B = s g_s (A h_s)ᵀ`` and ``∂/∂A = s (Bᵀ g_s) h_sᵀ``. Tested equal to one backward per sample.
+    For a LoRA layer ``o = W h + s B A h`` and the output gradient ``g = ∂ log p / ∂ o`` (samples are
+    independent, so one backward of the summed log-likelihood yields every sample's ``g``):
+    ``∂/∂B = s Σ_t g_t (A h_t)ᵀ`` and ``∂/∂A = s Σ_t (Bᵀ g_t) h_tᵀ``, the sums over every position t of
+    sample s (one position for a classifier; every token of a window for a sequence model, whose
+    log-likelihood is the sum over its positions). Tested equal to one backward per sample.
     """
-    h = X
-    inputs, outputs, layers = [], [], []
-    for name, mod in model.named_children():
-        if isinstance(mod, LoRALinear):
-            inputs.append(h.detach())
-            o = mod(h)
-            outputs.append(o)
-            layers.append((name, mod))
-            h = o
-        else:
-            h = mod(h)
-    logp = torch.log_softmax(h, dim=-1).gather(1, y.reshape(-1, 1)).sum()
-    gouts = torch.autograd.grad(logp, outputs)
+    from potara_merge.fisher import log_likelihood
+
+    layers = lora_layers(model)
+    inputs: dict[str, torch.Tensor] = {}
+    outputs: dict[str, torch.Tensor] = {}
+
+    def capture(name):
+        def hook(_mod, args, out):
+            inputs[name] = args[0].detach()
+            outputs[name] = out
+
+        return hook
+
+    handles = [mod.register_forward_hook(capture(name)) for name, mod in layers]
+    try:
+        logp = log_likelihood(model(X), y).sum()
+    finally:
+        for h in handles:
+            h.remove()
+    names = [n for n, _ in layers]
+    gouts = torch.autograd.grad(logp, [outputs[n] for n in names], allow_unused=True)
     out: State = {}
-    for (name, mod), hin, g in zip(layers, inputs, gouts, strict=True):
+    for (name, mod), g in zip(layers, gouts, strict=True):
+        hin = inputs[name]
+        g = torch.zeros_like(outputs[name]) if g is None else g
+        hin, g = hin.reshape(hin.shape[0], -1, hin.shape[-1]), g.reshape(g.shape[0], -1, g.shape[-1])
         A, B = mod.lora_A.weight.detach(), mod.lora_B.weight.detach()
         s = mod.scaling
-        out[f"{name}.lora_A.weight"] = s * torch.einsum("nr,ni->nri", g @ B, hin)
-        out[f"{name}.lora_B.weight"] = s * torch.einsum("no,nr->nor", g, hin @ A.T)
+        out[f"{name}.lora_A.weight"] = s * torch.einsum("ntr,nti->nri", g @ B, hin)
+        out[f"{name}.lora_B.weight"] = s * torch.einsum("nto,ntr->nor", g, hin @ A.T)
     return out

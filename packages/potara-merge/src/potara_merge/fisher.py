@@ -7,6 +7,12 @@ Both are computed for a classifier ``model(x) -> logits`` with respect to a chos
 * expected Fisher   ``F_j = mean_s Σ_k p_k(x_s) (∂_j log p(k | x_s))²`` (the model's own predictive);
 * gradient correlation ``ρ_j = Σ_s g^F_sj g^L_sj / √(Σ_s (g^F_sj)² Σ_s (g^L_sj)²)`` between the
   federated and the local model's per-sample gradients on the same samples (uncentred, like the Fisher).
+
+The class axis of the logits is dim 1. A classifier gives ``(n, C)`` and labels ``(n,)``; a sequence model
+(a causal LM read with teacher forcing) gives ``(n, C, T)`` and labels ``(n, T)``, and a sample is a whole
+window: ``log p(y_s | x_s) = Σ_t log p(y_st | x_s, t)``. For a window the expected Fisher is a sum over
+C^T label sequences; it is estimated by Monte Carlo instead (labels drawn from the model's predictive at
+every position, ``samples`` draws per window), which is unbiased; for a classifier it is exact.
 """
 
 from __future__ import annotations
@@ -22,6 +28,19 @@ from papershelf.errors import InputError
 def trainable_names(model: nn.Module) -> list[str]:
     """Names of the parameters that require grad (the LoRA factors of a PEFT model)."""
     return [n for n, p in model.named_parameters() if p.requires_grad]
+
+
+def log_likelihood(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``log p(y_s | x_s)`` per sample, shape ``(n,)``: class axis 1, summed over any further axes."""
+    lp = torch.log_softmax(logits, dim=1).gather(1, y.unsqueeze(1)).squeeze(1)
+    return lp.reshape(lp.shape[0], -1).sum(1)
+
+
+def sample_labels(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Labels drawn from the model's own predictive, one per position (``logits``' shape minus axis 1)."""
+    probs = torch.softmax(logits.detach().double(), dim=1).movedim(1, -1)
+    flat = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator)
+    return flat.reshape(probs.shape[:-1])
 
 
 def _check_xy(X: torch.Tensor, y: torch.Tensor | None, who: str) -> None:
@@ -58,8 +77,7 @@ def per_sample_grads(
     sel = {n: params[n].detach() for n in names}
 
     def logp(p, x, t):
-        out = functional_call(model, p, (x[None],))
-        return torch.log_softmax(out, dim=-1)[0].gather(0, t.reshape(1))[0]
+        return log_likelihood(functional_call(model, p, (x[None],)), t[None])[0]
 
     return vmap(grad(logp), in_dims=(None, 0, 0))(sel, X, y)
 
@@ -72,7 +90,7 @@ def per_sample_grads_loop(
     params = dict(model.named_parameters())
     rows = []
     for s in range(X.shape[0]):
-        lp = torch.log_softmax(model(X[s : s + 1]), dim=-1)[0, y[s]]
+        lp = log_likelihood(model(X[s : s + 1]), y[s : s + 1])[0]
         gs = torch.autograd.grad(lp, [params[n] for n in names], allow_unused=True)
         rows.append([torch.zeros_like(params[n]) if g is None else g for n, g in zip(names, gs, strict=True)])
     return {n: torch.stack([r[i] for r in rows]) for i, n in enumerate(names)}
@@ -85,9 +103,14 @@ def diag_fisher(
     names: Sequence[str] | None = None,
     *,
     kind: str = "expected",
+    samples: int = 1,
+    generator: torch.Generator | None = None,
 ) -> dict[str, torch.Tensor]:
     """Diagonal Fisher of ``model`` on ``X``: ``kind`` "expected" (the Fisher proper, under the model's own
-    predictive; y unused) or "empirical" (with the true labels y, a biased approximation)."""
+    predictive; y unused) or "empirical" (with the true labels y, a biased approximation).
+
+    For a sequence model (logits ``(n, C, T)``) the expected Fisher is the Monte Carlo estimate from
+    ``samples`` label windows per sample drawn with ``generator``; for a classifier it is exact."""
     names = list(names) if names is not None else trainable_names(model)
     if not names:
         raise InputError("diag_fisher: the model has no parameters to estimate a Fisher for")
@@ -101,6 +124,10 @@ def diag_fisher(
     _check_xy(X, None, "diag_fisher")
     params = dict(model.named_parameters())
     plist = [params[n] for n in names]
+    with torch.no_grad():
+        probe = model(X[:1])
+    if probe.ndim > 2:
+        return sampled_fisher(model, X, names, samples=samples, generator=generator)
     out = {n: torch.zeros_like(params[n]) for n in names}
     for s in range(X.shape[0]):  # F = mean_s Σ_k p_k (∇ log p_k)², exactly, one backward per class
         logp = torch.log_softmax(model(X[s : s + 1]), dim=-1)[0]
@@ -151,3 +178,25 @@ def fisher_and_correlation(
     ff = {n: (gf[n] ** 2).mean(0) for n in names}
     fl = {n: (gl[n] ** 2).mean(0) for n in names}
     return ff, fl, {n: correlation(gf[n], gl[n], 1e-30) for n in names}
+
+
+def sampled_fisher(
+    model: nn.Module,
+    X: torch.Tensor,
+    names: Sequence[str],
+    *,
+    samples: int = 1,
+    generator: torch.Generator | None = None,
+) -> dict[str, torch.Tensor]:
+    """Monte Carlo expected Fisher: ``mean over samples and draws of (∇ log p(ŷ | x))²`` with ŷ drawn from
+    the model's predictive (an unbiased estimate of the Fisher; the slow reference, one backward each)."""
+    if not isinstance(samples, int) or samples < 1:
+        raise InputError(f"diag_fisher: samples must be a positive integer, got {samples!r}")
+    with torch.no_grad():
+        logits = model(X)
+    out = {n: torch.zeros_like(model.get_parameter(n)) for n in names}
+    for _ in range(samples):
+        g = per_sample_grads(model, X, sample_labels(logits, generator), names)
+        for n in names:
+            out[n] += (g[n] ** 2).mean(0) / samples
+    return out

@@ -13,7 +13,7 @@ from torch import nn
 
 from papershelf.errors import InputError, check_choice
 from potara_merge.federated import State, set_state
-from potara_merge.fisher import _check_xy, correlation, diag_fisher, per_sample_grads
+from potara_merge.fisher import _check_xy, correlation, diag_fisher, per_sample_grads, sample_labels
 from potara_merge.lora import lora_modules, merge_lora
 from potara_merge.weights import Traces, global_traces, module_traces
 
@@ -50,11 +50,15 @@ def estimate_traces(
     n_loc: float = 1.0,
     client: str | int = "client",
     skip_identical: bool = True,
+    fisher_samples: int = 1,
+    seed: int = 0,
 ) -> dict[str, Traces]:
     """Per-module traces of one client from the diagonal Fisher of both adapters on (X, y).
 
     ``skip_identical`` leaves coordinates whose values are identical in both adapters out of a, b, c
-    (any λ gives them the same value; see :func:`module_traces`).
+    (any λ gives them the same value; see :func:`module_traces`). For a sequence model the expected
+    Fisher is a Monte Carlo estimate from ``fisher_samples`` label windows per sample, drawn with a
+    generator seeded by ``seed`` (the same draws for both adapters' estimates of one client).
     """
     if X.shape[0] == 0:
         raise InputError(f"client {client}: no samples to estimate the Fisher from")
@@ -65,9 +69,13 @@ def estimate_traces(
         raise InputError(f"client {client}: fed and loc hold different entries, e.g. {missing[0]!r}")
     names = list(fed)
     groups = {m: [a, b] for m, (a, b) in lora_modules(fed).items()}
-    from potara_merge.federated import LoRALinear, lora_per_sample_grads
+    from potara_merge.federated import lora_layers, lora_per_sample_grads
 
-    fast = any(isinstance(m, LoRALinear) for m in model.children()) and set(names) == {
+    if not isinstance(fisher_samples, int) or fisher_samples < 1:
+        raise InputError(
+            f"client {client}: fisher_samples must be a positive integer, got {fisher_samples!r}"
+        )
+    fast = bool(lora_layers(model)) and set(names) == {
         n for n, p in model.named_parameters() if p.requires_grad
     }
 
@@ -77,12 +85,20 @@ def estimate_traces(
     def fisher_of(g):
         if fisher == "empirical":
             return {n: (g[n] ** 2).mean(0) for n in names}
+        gen = torch.Generator().manual_seed(seed)
         if not fast:
-            return diag_fisher(model, X, y, names, kind=fisher)
-        # expected Fisher, batched: F = mean_s Σ_k p_k(x_s) (∇ log p_k(x_s))², one backward per class
+            return diag_fisher(model, X, y, names, kind=fisher, samples=fisher_samples, generator=gen)
         with torch.no_grad():
-            probs = torch.softmax(model(X), dim=-1)
+            logits = model(X)
         out = {n: torch.zeros(model.get_parameter(n).shape) for n in names}
+        if logits.ndim > 2:  # a sequence model: Monte Carlo over label windows from its predictive
+            for _ in range(fisher_samples):
+                gs = lora_per_sample_grads(model, X, sample_labels(logits, gen))
+                for n in names:
+                    out[n] += (gs[n] ** 2).mean(0) / fisher_samples
+            return out
+        # a classifier, exactly and batched: F = mean_s Σ_k p_k(x_s) (∇ log p_k(x_s))², one backward per class
+        probs = torch.softmax(logits, dim=-1)
         for k in range(probs.shape[1]):
             gk = lora_per_sample_grads(model, X, torch.full_like(y, k))
             w = probs[:, k]
