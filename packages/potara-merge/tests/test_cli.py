@@ -210,6 +210,8 @@ def test_subprocess_version():
         ("fg", "nan", "error: --fisher-global entry for 'base_model.model.q.lora_A.weight' contains NaN"),
         ("fl", "neg", "error: --fisher-local entry for 'base_model.model.q.lora_A.weight' has negative"),
         ("fg", "missing", "error: --fisher-global: no entry for 'base_model.model.q.lora_B.weight'"),
+        ("fl", "extra", "error: --fisher-local: entry 'base_model.model.k.lora_A.weight' is not a parameter"),
+        ("fg", "zero", "error: --fisher-global is zero everywhere"),
     ],
 )
 def test_merge_bad_fisher_file_names_the_flag(dirs, capsys, which, bad, msg):
@@ -220,6 +222,10 @@ def test_merge_bad_fisher_file_names_the_flag(dirs, capsys, which, bad, msg):
         broken["base_model.model.q.lora_A.weight"][0, 0] = float("nan")
     elif bad == "neg":
         broken["base_model.model.q.lora_A.weight"][0, 0] = -1.0
+    elif bad == "extra":  # the Fisher of another adapter (it was silently ignored)
+        broken["base_model.model.k.lora_A.weight"] = torch.ones(2, 6)
+    elif bad == "zero":  # no information: λ fell back to a default silently
+        broken = {k: torch.zeros_like(v) for k, v in good.items()}
     else:
         del broken["base_model.model.q.lora_B.weight"]
     save_fisher(dirs / "good.safetensors", good)
@@ -262,3 +268,9 @@ def test_too_many_clients_and_an_unsplittable_skew_fail_before_any_run(tmp_path,
     assert err.startswith("error: --skew dirichlet:1e-3") and len(err.strip().splitlines()) == 1, err
     assert "skew iid" not in stdout  # the iid experiment never started
     assert not out.exists()
+
+
+def test_absurd_round_count_is_refused_before_any_work(capsys):
+    """Every round's global adapter is kept for the curves: --rounds had no upper bound."""
+    assert main(["simulate", "--rounds", "1000000000"]) == 2
+    assert "--rounds" in capsys.readouterr().err

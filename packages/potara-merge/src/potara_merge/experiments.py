@@ -41,6 +41,8 @@ from potara_merge.lora import merge_lora
 from potara_merge.potara import personalise
 from potara_merge.weights import optimal_weight
 
+MAX_ROUNDS = 10_000  # every round's global adapter is kept for the curves; far beyond any useful run
+
 
 @dataclass
 class SimConfig:
@@ -92,7 +94,7 @@ class SimConfig:
             # digits has room for this many clients of 12 images (checked here, before any skew runs)
             check_int("--clients", self.n_clients, low=1, high=max_clients(self.public_frac))
             parse_skew(self.skew)
-        check_int("--rounds", self.rounds, low=1)
+        check_int("--rounds", self.rounds, low=1, high=MAX_ROUNDS)
         check_int("--batch", self.batch, low=1)
         check_int("--curve-every", self.curve_every, low=1)
         check_int("--rank", self.rank, low=1)

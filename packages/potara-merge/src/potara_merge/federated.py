@@ -90,8 +90,9 @@ class LoRALinear(nn.Module):
         self.base = base
         for p in self.base.parameters():
             p.requires_grad_(False)
-        self.lora_A = nn.Linear(base.in_features, rank, bias=False)
-        self.lora_B = nn.Linear(rank, base.out_features, bias=False)
+        dtype = base.weight.dtype  # the factors take the frozen layer's dtype, as PEFT's do
+        self.lora_A = nn.Linear(base.in_features, rank, bias=False, dtype=dtype)
+        self.lora_B = nn.Linear(rank, base.out_features, bias=False, dtype=dtype)
         bound = 1.0 / math.sqrt(base.in_features)  # kaiming_uniform_(a=√5) on a (rank, in) matrix
         with torch.no_grad():
             self.lora_A.weight.uniform_(-bound, bound, generator=generator)

@@ -82,6 +82,9 @@ def merge_adapter_dirs(
             [("--grad-corr", corr)] if corr else []
         )
         for name, src in checked:  # errors name the flag (module_traces would say fisher_fed/fisher_loc)
+            extra = sorted(set(src) - set(fed))
+            if extra:  # most likely the file of another adapter: its λ would be silently wrong
+                raise InputError(f"{name}: entry {extra[0]!r} is not a parameter of the --global adapter")
             for k in fed:
                 if k not in src:
                     raise InputError(f"{name}: no entry for {k!r} (module {module_of(k)!r})")
@@ -94,6 +97,12 @@ def merge_adapter_dirs(
                     check_correlation("--grad-corr entry", k, src[k])
                 else:
                     check_fisher(f"{name} entry", k, src[k])
+        for name, src in (("--fisher-global", ff), ("--fisher-local", fl)):
+            if all(not bool(src[k].any()) for k in fed):  # no information at all: λ would be a default
+                raise InputError(
+                    f"{name} is zero everywhere: it carries no information for λ (estimate it with the "
+                    "adapter loaded and trainable, on the client's samples)"
+                )
         same = {k: fed[k] == loc[k] for k in fed if k in loc and fed[k].shape == loc[k].shape}
         traces = module_traces(ff, fl, groups, corr=corr, damping=damping, same=same)
         total = global_traces(traces)

@@ -90,7 +90,7 @@ def estimate_traces(
             return diag_fisher(model, X, y, names, kind=fisher, samples=fisher_samples, generator=gen)
         with torch.no_grad():
             logits = model(X)
-        out = {n: torch.zeros(model.get_parameter(n).shape) for n in names}
+        out = {n: torch.zeros_like(model.get_parameter(n), requires_grad=False) for n in names}
         if logits.ndim > 2:  # a sequence model: Monte Carlo over label windows from its predictive
             for _ in range(fisher_samples):
                 gs = lora_per_sample_grads(model, X, sample_labels(logits, gen))
