@@ -120,6 +120,36 @@ def test_bad_global_blocks_for_propose():
         propose(prev, 64, block=8, extra=torch.zeros(1, 3, 1, dtype=torch.long))
 
 
+def test_global_blocks_names_its_bad_arguments():
+    """ops.global_blocks (public: its blocks go into propose's extra) had no input checks: a wrong page
+    count or head layout gave a raw torch error or silently wrong blocks."""
+    from prism_attn import ops
+    from prism_attn.baselines import quest_metadata
+
+    q, K, _ = random_cache(64, heads=4, kv_heads=2, head_dim=8, seed=0)
+    meta = quest_metadata(K, 8)  # 8 pages of 8 tokens
+    kw = dict(block=8, sink=4, local=8, scaling=0.35)
+    assert ops.global_blocks(q, meta, 2, 64, **kw).shape == (1, 2, 2)
+    cases = [
+        (dict(count=-1), "count"),
+        (dict(n=0), "n"),
+        (dict(block=0), "block"),
+        (dict(span=0), "span"),
+        (dict(sink=-1), "sink"),
+        (dict(scaling=float("nan")), "scaling"),
+        (dict(n=200), "meta holds 8 pages"),
+        (dict(meta=(meta[0], meta[1][..., :4])), "lo and hi differ"),
+        (dict(meta=meta[0]), "2D channels"),  # an unpacked half passed as packed bounds
+        (dict(meta="bounds"), "meta must be"),
+        (dict(q=q[:, :3]), "does not fit q"),
+        (dict(q=q[0]), "q must be"),
+    ]
+    for change, msg in cases:
+        args = {"q": q, "meta": meta, "count": 2, "n": 64, **kw, **change}
+        with pytest.raises(InputError, match=msg):
+            ops.global_blocks(args.pop("q"), args.pop("meta"), args.pop("count"), args.pop("n"), **args)
+
+
 def test_attention_over_a_row_that_selects_nothing_is_an_error(qkv):
     """A row of -1s used to give a silent NaN (the fast path) or zeros (the reference)."""
     from prism_attn import reference

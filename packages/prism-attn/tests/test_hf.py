@@ -90,3 +90,22 @@ def test_enable_refuses_a_non_model_and_a_rejected_call_leaves_the_model_as_it_w
     assert handle.calls["decode"] == 2
     disable(model)
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_enable_refuses_an_untested_model_family_unless_asked():
+    """``enable`` accepted any transformers model although only ``MODEL_TYPES`` are tested."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from papershelf.errors import InputError
+
+    sizes = dict(vocab_size=50, hidden_size=64, intermediate_size=96, num_hidden_layers=2)
+    cfg = AutoConfig.for_model("phi3", **sizes, num_attention_heads=4, num_key_value_heads=2)
+    cfg.bos_token_id = cfg.eos_token_id = cfg.pad_token_id = 0
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    with pytest.raises(InputError, match=r"'phi3' model.*any_model_type=True"):
+        enable(model)
+    assert model.config._attn_implementation == "sdpa"
+    with enable(model, PrismConfig(kappa=100_000), any_model_type=True) as handle:
+        with torch.no_grad():
+            model.generate(torch.randint(1, 50, (1, 20)), max_new_tokens=2, do_sample=False, min_new_tokens=2)
+    assert handle.calls["decode"] == 2 * 1

@@ -66,11 +66,15 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None):
     return prism_attention
 
 
-def enable(model, config: PrismConfig | None = None, *, backend: str = "auto") -> PrismHandle:
+def enable(
+    model, config: PrismConfig | None = None, *, backend: str = "auto", any_model_type: bool = False
+) -> PrismHandle:
     """Make ``model`` (a transformers model with ``AttentionInterface`` support) decode with Prism.
 
     ``config`` picks the method (Prism or a baseline) and its budget. Returns a :class:`PrismHandle`;
-    ``disable(model)`` (or leaving ``with enable(...)``) restores the previous attention."""
+    ``disable(model)`` (or leaving ``with enable(...)``) restores the previous attention. Models whose
+    ``model_type`` is not in :data:`MODEL_TYPES` (the tested Llama family) are refused unless
+    ``any_model_type=True`` (then at the caller's risk: untested families may cache or mask differently)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
@@ -81,6 +85,12 @@ def enable(model, config: PrismConfig | None = None, *, backend: str = "auto") -
         raise InputError(
             "model must be a transformers PreTrainedModel (with AttentionInterface support), "
             f"got {type(model).__name__}"
+        )
+    model_type = getattr(config_of_model, "model_type", None)
+    if model_type not in MODEL_TYPES and not any_model_type:
+        raise InputError(
+            f"model is a {model_type!r} model; enable() decodes the tested Llama family (model_type "
+            f"{', '.join(MODEL_TYPES)}); pass any_model_type=True to try it anyway"
         )
     # checked before an earlier handle is disabled: a rejected call leaves the model as it was
     decoder = PrismDecoder(config or PrismConfig(), backend=backend)

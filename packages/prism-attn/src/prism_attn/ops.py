@@ -247,6 +247,7 @@ def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, sc
     sink/local block with the largest GQA-pooled softmax of the Quest bound, returned as their block ids
     (B, H_kv, count'·span) ascending, -1 past the last block — the vectorised
     :func:`prism_attn.reference.global_blocks`."""
+    _check_global_args(q, meta, count, n, block, sink, local, span, scaling)
     pooled = torch.softmax(page_bound(q, meta).mul_(scaling), dim=-1).sum(2)
     P = pooled.shape[-1]
     nb = math.ceil(n / block)
@@ -265,6 +266,39 @@ def global_blocks(q, meta, count: int, n: int, *, block=16, sink=4, local=64, sc
     span = min(span, nb)  # a page of more blocks than the cache holds is the whole cache
     blocks = (pages[..., None] * span + torch.arange(span, device=q.device)).flatten(-2)
     return blocks.masked_fill_(blocks >= nb, -1)
+
+
+def _check_global_args(q, meta, count, n, block, sink, local, span, scaling) -> None:
+    """Named errors for :func:`global_blocks`' public arguments (scalars and shapes only: no data scan)."""
+    from papershelf.errors import check_number
+
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        raise InputError(f"q must be a (B, H, D) torch.Tensor, got {getattr(q, 'shape', type(q).__name__)}")
+    check_int("count", count, low=0)
+    check_int("n", n, low=1)
+    check_int("block", block, low=1)
+    check_int("sink", sink, low=0)
+    check_int("local", local, low=0)
+    check_int("span", span, low=1)
+    check_number("scaling", scaling, low=0, low_open=True)
+    packed = isinstance(meta, torch.Tensor)
+    parts = [meta] if packed else list(meta) if isinstance(meta, tuple | list) and len(meta) == 2 else None
+    if parts is None or not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in parts):
+        raise InputError("meta must be (lo, hi), each (B, H_kv, P, D), or packed (B, H_kv, P, 2D) bounds")
+    if not packed and parts[0].shape != parts[1].shape:
+        raise InputError(
+            f"meta's lo and hi differ in shape: {tuple(parts[0].shape)} vs {tuple(parts[1].shape)}"
+        )
+    B, H, D = q.shape
+    mB, Hkv, P, mD = parts[0].shape
+    if mB != B or Hkv == 0 or H % Hkv or mD != (2 * D if packed else D):
+        raise InputError(
+            f"meta of shape {tuple(parts[0].shape)} does not fit q of shape {tuple(q.shape)} "
+            f"(same batch, H_kv dividing H, {'2D' if packed else 'D'} channels)"
+        )
+    pages = math.ceil(math.ceil(n / block) / span)
+    if P != pages:
+        raise InputError(f"meta holds {P} pages but n = {n} tokens in pages of {span}x{block} need {pages}")
 
 
 def _propose(prev, n, radius, block, sink, local, cap, extra=None) -> torch.Tensor:
