@@ -99,3 +99,42 @@ def test_hostile_ids_and_positions_are_refused_before_the_model_runs(model_and_i
         runner.continue_logits(ids[:, 40:42] + vocab, 40)
     with pytest.raises(InputError, match="attend"):  # was an AttributeError inside the model's forward
         ChunkedPrefill(model, None)
+
+
+class FailsAtLayer(DenseAttention):
+    """Dense attention that raises in one layer once armed (a user's method failing mid-forward)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer, self.armed = layer, False
+
+    def attend(self, q, cache, layer, scaling):
+        if self.armed and layer == self.layer:
+            raise InputError("user method failed")
+        return super().attend(q, cache, layer, scaling)
+
+
+def test_a_forward_that_fails_part_way_leaves_no_layer_ahead_of_the_others(model_and_ids):
+    """The cache append happens per layer: a failure in layer 2 left layers 0-1 one chunk ahead, and a
+    later continue_logits read a cache whose layers disagreed."""
+    model, ids, _ = model_and_ids
+    method = FailsAtLayer(2)
+    runner = ChunkedPrefill(model, DenseAttention(), chunk=64, page_size=16)
+    want = runner.prefill(ids[:, :40], extra_tokens=8)
+    want_tail = runner.continue_logits(ids[:, 40:43], 40)
+    runner = ChunkedPrefill(model, method, chunk=64, page_size=16)
+    runner.prefill(ids[:, :40], extra_tokens=8)
+    method.armed = True
+    with pytest.raises(InputError, match="user method failed"):
+        runner.continue_logits(ids[:, 40:43], 40, decode="method")
+    assert runner.cache.lengths == [40] * 4 and len(runner.cache.page_table) == 3  # back to the prefill
+    method.armed = False
+    torch.testing.assert_close(runner.continue_logits(ids[:, 40:43], 40, decode="method"), want_tail)
+    method.armed = True
+    with pytest.raises(InputError, match="user method failed"):
+        runner.prefill(ids[:, :40])
+    assert runner.cache is None and runner.fractions == []  # all or nothing
+    with pytest.raises(InputError, match="needs a prefill"):
+        runner.continue_logits(ids[:, 40:43], 40)
+    method.armed = False
+    torch.testing.assert_close(runner.prefill(ids[:, :40]), want)

@@ -187,3 +187,26 @@ def test_bad_input():
             QuokaAttention(**kw)
     with pytest.raises(InputError, match="page_size"):
         PagedKVCache.for_length(32, 0, 2, 8)
+
+
+def test_truncate_restores_the_state_of_a_shorter_cache():
+    """Rolling back equals never having written: same keys, key sums, block means and page table."""
+    g = torch.Generator().manual_seed(0)
+    k, v = torch.randn(2, 30, 4, generator=g), torch.randn(2, 30, 4, generator=g)
+    for allocation in ("sequential", "shuffled"):
+        short = PagedKVCache(6, 8, 2, 4, layers=2, allocation=allocation)
+        long = PagedKVCache(6, 8, 2, 4, layers=2, allocation=allocation)
+        for layer in range(2):
+            short.append(layer, k[:, :13], v[:, :13])
+            long.append(layer, k[:, :13], v[:, :13])
+        long.append(0, k[:, 13:30], v[:, 13:30])  # layer 0 ran ahead, layer 1 failed
+        long.truncate(13)
+        assert long.lengths == [13, 13] and torch.equal(long.page_table, short.page_table)
+        for layer in range(2):
+            assert torch.equal(long.logical_keys(layer), short.logical_keys(layer))
+            torch.testing.assert_close(long.block_means(layer), short.block_means(layer))
+        long.append(0, k[:, 13:30], v[:, 13:30])  # the freed pages are handed out again, in order
+        short.append(0, k[:, 13:30], v[:, 13:30])
+        assert torch.equal(long.page_table, short.page_table)
+        torch.testing.assert_close(long.block_means(0), short.block_means(0))
+        assert torch.equal(long.k[0], short.k[0]) and torch.equal(long.v[0], short.v[0])

@@ -113,9 +113,13 @@ class ChunkedPrefill:
                                              dtype=dtype, allocation=self.allocation)  # fmt: skip
         self.fractions = []
         logits = []
-        with _routed(self.model, self._attention), torch.no_grad():
-            for s, e in chunk_spans(N, self.chunk):
-                logits.append(self._run(ids[:, s:e], s))
+        try:
+            with _routed(self.model, self._attention), torch.no_grad():
+                for s, e in chunk_spans(N, self.chunk):
+                    logits.append(self._run(ids[:, s:e], s))
+        except BaseException:  # all or nothing: no half-filled cache is left to continue from
+            self.cache, self.fractions = None, []
+            raise
         return torch.cat(logits, 1)
 
     def generate(self, input_ids, max_new_tokens: int, *, decode: str = "dense") -> torch.Tensor:
@@ -130,10 +134,14 @@ class ChunkedPrefill:
         n = logits.shape[1]
         tok = logits[:, -1].argmax(-1, keepdim=True)
         out = [tok]
-        with self._decoding(decode), torch.no_grad():
-            for i in range(new - 1):
-                tok = self._run(tok, n + i)[:, -1].argmax(-1, keepdim=True)
-                out.append(tok)
+        try:
+            with self._decoding(decode), torch.no_grad():
+                for i in range(new - 1):
+                    tok = self._run(tok, n + i)[:, -1].argmax(-1, keepdim=True)
+                    out.append(tok)
+        except BaseException:
+            self.cache = None  # a step failed in some layer: the cache no longer matches any sequence
+            raise
         return torch.cat(out, 1)
 
     def continue_logits(self, input_ids, start: int, *, decode: str = "dense") -> torch.Tensor:
@@ -154,9 +162,13 @@ class ChunkedPrefill:
                 f"start must be the {len(self.cache)} tokens already in the cache, got {start!r}"
             )
         out = []
-        with self._decoding(decode), torch.no_grad():
-            for i in range(ids.shape[1]):
-                out.append(self._run(ids[:, i : i + 1], start + i))
+        try:
+            with self._decoding(decode), torch.no_grad():
+                for i in range(ids.shape[1]):
+                    out.append(self._run(ids[:, i : i + 1], start + i))
+        except BaseException:  # a layer failed part-way: the cache goes back to the prefill's tokens
+            self.cache.truncate(start)
+            raise
         return torch.cat(out, 1)
 
     @contextmanager

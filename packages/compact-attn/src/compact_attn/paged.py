@@ -105,6 +105,29 @@ class PagedKVCache:
         self.lengths[layer] = start + T
         return start
 
+    def truncate(self, n: int) -> None:
+        """Roll every layer back to its first ``n`` tokens (no-op for layers already that short): the
+        slots past ``n`` are zeroed, the key sums of the pages they touched recomputed from what stays,
+        and pages no layer uses any more go back to the free list. Used to undo a forward pass that
+        failed part-way, so that no layer keeps tokens the others lack."""
+        n = check_int("n", n, low=0)
+        ps = self.page_size
+        for layer in range(self.layers):
+            old = self.lengths[layer]
+            if old <= n:
+                continue
+            pages = self.page_table[n // ps : math.ceil(old / ps)]
+            first = n % ps  # slots kept in the first touched page
+            self.k[layer][:, pages[:1], first:] = 0
+            self.v[layer][:, pages[:1], first:] = 0
+            self.k[layer][:, pages[1:]] = 0
+            self.v[layer][:, pages[1:]] = 0
+            self.key_sums[layer][:, pages] = self.k[layer][:, pages].sum(2)
+            self.lengths[layer] = n
+        keep = math.ceil(max(self.lengths) / ps)
+        while len(self._pages) > keep:
+            self._free.append(self._pages.pop())  # handed out again first, as if never taken
+
     def logical_keys(self, layer: int, n: int | None = None) -> torch.Tensor:
         """Keys (H_kv, n, D) in token order: a view when pages are sequential, a gather otherwise."""
         return self._logical(self.k[layer], layer, n)
