@@ -214,3 +214,24 @@ def test_cli_text_task_bad_input(capsys):
     assert "--window" in capsys.readouterr().err
     assert main(["reproduce", "--task", "text", "--skews", "domain:2", "--fisher-samples", "0"]) == 2
     assert "--fisher-samples" in capsys.readouterr().err
+
+
+# peft's loader calls a transformers property that transformers deprecates (their interplay, not ours)
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_text_adapter_saved_as_a_peft_folder_reproduces_the_logits_in_peft(tmp_path):
+    from papershelf_lm.model import build_model
+    from peft import PeftModel
+    from potara_merge.text import save_text_adapter
+
+    ours = lm_lora_model("micro", rank=2, alpha=4.0, seed=0)
+    with torch.no_grad():
+        for n, p in ours.named_parameters():
+            if "lora_B" in n:
+                p.normal_(generator=torch.Generator().manual_seed(len(n)))
+    folder = save_text_adapter(tmp_path / "client0", get_state(ours), rank=2, alpha=4.0)
+    peft_model = PeftModel.from_pretrained(build_model("micro", seed=0).eval(), str(folder))
+    ids = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(peft_model(input_ids=ids).logits.transpose(1, 2), ours(ids))
+    with pytest.raises(InputError, match="not an lm_lora_model adapter key"):
+        save_text_adapter(tmp_path / "x", {"0.lora_A.weight": torch.zeros(2, 2)}, rank=2, alpha=4.0)

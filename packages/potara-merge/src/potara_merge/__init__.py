@@ -46,6 +46,9 @@ _EXPORTS = {
     "Ditto": "baselines",
     "finetune": "baselines",
     "digits_federation": "data",
+    "text_federation": "text",
+    "lm_lora_model": "text",
+    "save_text_adapter": "text",
     "SimConfig": "experiments",
     "experiment": "experiments",
 }

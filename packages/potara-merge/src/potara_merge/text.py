@@ -206,3 +206,21 @@ def lm_lora_model(
     lm = build_model("micro", seed=seed) if name == "micro" else load(name)[0]
     lm.eval()  # no dropout; the LoRA factors are the only trainable tensors
     return SequenceLM(lora_model(lm, rank=rank, alpha=alpha, seed=seed, targets=targets))
+
+
+def text_peft_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A :func:`lm_lora_model` adapter under PEFT's saved key names (``lm.model.layers.0...`` ->
+    ``base_model.model.model.layers.0...``), for :func:`potara_merge.save_adapter`."""
+    bad = [k for k in state if not k.startswith("lm.")]
+    if bad:
+        raise InputError(f"not an lm_lora_model adapter key: {bad[0]!r}")
+    return {"base_model.model." + k.removeprefix("lm."): v for k, v in state.items()}
+
+
+def save_text_adapter(path, state, *, rank: int, alpha: float, targets: tuple[str, ...] = LORA_TARGETS):
+    """Write a text-task adapter (e.g. a client's personalised merge) as a PEFT LoRA folder that loads onto
+    the testbed model with ``peft`` (``PeftModel.from_pretrained(papershelf_lm.load(name)[0], path)``)."""
+    from potara_merge.federated import peft_config
+    from potara_merge.lora import save_adapter
+
+    return save_adapter(path, text_peft_state(state), peft_config(rank, alpha, list(targets)))
