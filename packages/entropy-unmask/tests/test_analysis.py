@@ -17,6 +17,7 @@ from entropy_unmask.analysis import (
 )
 from entropy_unmask.cli import main
 from entropy_unmask.data import make_family
+from entropy_unmask.exact import iteration_bound
 
 from papershelf.errors import InputError
 
@@ -75,6 +76,18 @@ def test_pairs_ascending_order_has_kl_equal_to_the_entropy():
     for r in pairs_counterexample((2, 3)):
         assert r["kl_ascending"] == pytest.approx(r["H"], abs=1e-10)
         assert r["kl_random"] < 0.5 * r["H"]
+
+
+def test_pairs_counterexample_needs_the_crossing_token():
+    # Ascending order without the crossing token reveals one copy per pair, and the other copy (entropy 0)
+    # first in the next step: exact KL = 0 in n + 1 iterations. The counterexample is against
+    # (ascending order, crossing token), not against ordering by entropy as such (README, Fidelity).
+    for r in pairs_counterexample((2, 3, 4)):
+        assert abs(r["kl_ascending_no_crossing"]) < 1e-12
+        assert r["iters_ascending_no_crossing"] == pytest.approx(r["pairs"] + 1, abs=1e-12)
+        assert r["kl_ascending"] > 0.6
+        # ... and (H + KL)/eta + 1 is a bound for the crossing-token rule only: 3 > 2.538 at 2 pairs.
+        assert r["iters_ascending_no_crossing"] > iteration_bound(r["H"], 0.0, r["eta"]) + 0.4
 
 
 def test_sampler_bound_holds_for_every_rule():
