@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -173,3 +174,52 @@ def test_eval_out_may_not_replace_a_shipped_checkpoints_weights_or_config(capsys
         err = capsys.readouterr().err
         assert err.startswith("error: --out") and "shipped checkpoint 'vit-tiny'" in err, err
         assert target.read_bytes() == before
+
+
+def test_eval_out_may_not_replace_any_shipped_checkpoints_files_with_random_or_another_model(
+    capsys, monkeypatch
+):
+    """`eval vit-tiny --random --out .../vit-tiny/config.json` replaced the shipped config (the guard
+    skipped --random), and `eval resnet-s --out .../vit-tiny/...` another checkpoint's files."""
+    from papershelf_vision import models
+    from papershelf_vision.models import CHECKPOINTS
+
+    def refuse(*args, **kwargs):  # without the check: minutes of evaluation, then the overwrite
+        raise AssertionError("the --out check must come before any model is built or loaded")
+
+    monkeypatch.setattr(models, "load", refuse)
+    monkeypatch.setattr(models, "build", refuse)
+    for argv, file in (
+        (["vit-tiny", "--random"], "config.json"),
+        (["resnet-s", "--random"], "model.safetensors"),
+        (["resnet-s", "--no-baseline"], "config.json"),
+    ):
+        target = CHECKPOINTS / "vit-tiny" / file
+        before = target.read_bytes()
+        assert main(["eval", *argv, "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --out") and "shipped checkpoint 'vit-tiny'" in err, err
+        assert len(err.strip().splitlines()) == 1 and target.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a folder that takes no files")
+def test_outputs_in_a_folder_that_takes_no_file_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """As root, `os.access` calls /proc writable: `eval --out /proc/x.json` failed only after the whole
+    evaluation (naming no flag), `train --out /proc/run` was a FileNotFoundError traceback."""
+    from papershelf_vision import models, train
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the --out check must come before any work")
+
+    monkeypatch.setattr(models, "load", refuse)
+    monkeypatch.setattr(train, "train", refuse)
+    for argv in (
+        ["eval", "vit-tiny", "--out", "/proc/papershelf-vision-x.json"],
+        ["eval", "vit-tiny", "--out", "/proc/papershelf-vision-x/eval.json"],
+        ["train", "--preset", "micro-vit", "--out", "/proc/papershelf-vision-run"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out {argv[-1]!r} cannot be written"), err
+        assert len(err.strip().splitlines()) == 1, err
+    assert not os.path.exists("/proc/papershelf-vision-run")

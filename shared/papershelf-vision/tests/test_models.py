@@ -132,3 +132,16 @@ def test_build_refuses_a_non_config_and_load_an_empty_or_shadowed_name(tmp_path,
     assert load("vit-tiny").config == PRESETS["vit-tiny"]
     with pytest.raises(InputError, match="not a model folder"):
         load(tmp_path / "vit-tiny")  # a path is a path
+
+
+def test_evaluate_refuses_a_name_and_load_a_config_that_is_not_an_object(tmp_path):
+    """`evaluate("vit-tiny")` was an AttributeError; a config.json holding a list read
+    "'list' object has no attribute 'items'"."""
+    from papershelf_vision.evaluate import evaluate
+
+    with pytest.raises(InputError, match="evaluate needs a backbone module"):
+        evaluate("vit-tiny")
+    save_model(build("micro-vit"), tmp_path / "m")
+    (tmp_path / "m" / "config.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match=r"config\.json must hold a JSON object, got list"):
+        load(tmp_path / "m")

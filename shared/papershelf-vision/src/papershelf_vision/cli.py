@@ -29,6 +29,21 @@ def _check_threads(threads: int | None) -> int | None:
     return threads
 
 
+def _check_writable(path: Path, flag: str, shown: Path | None = None) -> None:
+    """Refuse ``path`` when its nearest existing folder takes no file (``/proc``, ``/sys``, a read-only
+    mount: ``os.access`` says yes there for root), before any work; creates and leaves nothing."""
+    import tempfile
+
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        with tempfile.TemporaryFile(dir=parent, prefix=".probe."):
+            pass
+    except OSError as exc:
+        raise InputError(f"{flag} {str(shown or path)!r} cannot be written ({exc.strerror or exc})") from None
+
+
 SAMPLE_KINDS = ("scene", "objects", "digits", "photos", "ir", "sparse", "corruptions")
 
 
@@ -61,6 +76,7 @@ def _train(args: argparse.Namespace) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {args.out!r} is a file; give a run folder")
     check_output_path(out / "state.pt", "--out")  # a folder that can be made, under no file
+    _check_writable(out / "state.pt", "--out", shown=out)
     config = config_from_file(args.preset, args.config)
     print(json.dumps(train(config, args.out, max_minutes=args.max_minutes, threads=args.threads,
                            quiet=args.quiet)))  # fmt: skip
@@ -89,20 +105,23 @@ def _eval(args: argparse.Namespace) -> None:
     from papershelf_vision.models import CHECKPOINTS, build, checkpoint_names, get_preset, load, n_params
 
     check_outputs({"--out": args.out})
+    if args.out:
+        _check_writable(Path(args.out), "--out")
     model_dir = Path(args.model)
     if args.out and not args.random and model_dir.is_dir():
         if model_dir.resolve() in Path(args.out).resolve().parents:
             raise InputError(
                 f"--out {args.out!r} is inside the model folder {args.model!r}; write it elsewhere"
             )
-    if args.out and not args.random and args.model in checkpoint_names():  # eval.json beside it is fine,
-        shipped = CHECKPOINTS / args.model  # the files load reads are not
-        if Path(args.out).resolve() in {
-            (shipped / f).resolve() for f in ("config.json", "model.safetensors")
-        }:
-            raise InputError(
-                f"--out {args.out!r} would replace a file of the shipped checkpoint {args.model!r}"
-            )
+    if args.out:  # eval.json beside a shipped checkpoint is fine, the files load reads are not (whatever
+        for name in checkpoint_names():  # MODEL is: --random, or another checkpoint's files)
+            shipped = CHECKPOINTS / name
+            if Path(args.out).resolve() in {
+                (shipped / f).resolve() for f in ("config.json", "model.safetensors")
+            }:
+                raise InputError(
+                    f"--out {args.out!r} would replace a file of the shipped checkpoint {name!r}"
+                )
     if _check_threads(args.threads) is not None:
         torch.set_num_threads(args.threads)
     for name in ("n_train", "n_test", "seg_train", "seg_test"):  # flags named, before any model is built

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from papershelf.errors import check_int
+from papershelf.errors import InputError, check_int
 from papershelf_vision import data as D
 from papershelf_vision.models import to_tensor
 
@@ -144,6 +144,8 @@ def segmentation_reference(grid: tuple[int, int], n_test: int = 100, size: int =
 def evaluate(model: nn.Module, *, n_train: int = 2000, n_test: int = 1000, seg_train: int = 200,
              seg_test: int = 100, k: int = 10) -> dict:  # fmt: skip
     """Every score of the protocol above for one model (a dict of floats)."""
+    if not isinstance(model, nn.Module) or not hasattr(model, "config"):
+        raise InputError(f"evaluate needs a backbone module (from load or build), got {type(model).__name__}")
     for name, value in (
         ("n_train", n_train),
         ("n_test", n_test),

@@ -280,6 +280,8 @@ def load(name: str | Path) -> nn.Module:
         raise InputError(f"{folder} is not a model folder (needs config.json and model.safetensors)")
     try:
         raw = json.loads((folder / "config.json").read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"config.json must hold a JSON object, got {type(raw).__name__}")
         config = config_from_json({k: v for k, v in raw.items() if k in BackboneConfig.__dataclass_fields__})
         model = build(config, seed=None)
         state = load_file(folder / "model.safetensors")

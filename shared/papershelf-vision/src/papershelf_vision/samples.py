@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from papershelf.errors import InputError, check_int
+from papershelf.repro import atomic_write_text
 from papershelf_vision import data as D
 
 
@@ -96,7 +97,7 @@ def _write(kind: str, folder: Path, n: int, seed: int, size: int | None) -> list
                 _save(folder / f"scene{i}_boxes.png", _with_boxes(s.image, s.boxes)),
             ]
             meta = {"boxes": s.boxes.tolist(), "labels": s.names, "object_depth": s.object_depth.tolist()}
-            (folder / f"scene{i}.json").write_text(json.dumps(meta) + "\n")
+            atomic_write_text(folder / f"scene{i}.json", json.dumps(meta) + "\n")  # like the PNGs
             written.append(folder / f"scene{i}.json")
     elif kind == "objects":
         x, y = D.objects(n, D.HELDOUT_CLASSES, size or 32, seed)
