@@ -15,7 +15,8 @@ def test_demo_runs(capsys):
 def test_bench_quick_writes_records(tmp_path, capsys):
     out, full = tmp_path / "b.json", tmp_path / "full.json"
     # a random tiny model recalls nothing: ratios over a zero baseline must still be finite, valid JSON
-    assert main(["bench", "--quick", "--out", str(out), "--result", str(full)]) == 0
+    # --window 64 is too short for a real run, but --quick replaces it with its own (it was refused)
+    assert main(["bench", "--quick", "--window", "64", "--out", str(out), "--result", str(full)]) == 0
     ratios = json.loads(full.read_text())["result"]["ratios_per_seed"]
     assert all(isinstance(v, float) for values in ratios.values() for v in values)
     recs = json.loads(out.read_text())
@@ -113,3 +114,20 @@ def test_decode_only_times_a_random_backbone_at_a_named_shape(tmp_path, capsys, 
     (rec,) = json.loads(out.read_text())
     assert rec["benchmark"] == "decode-time-per-token-tiny-shape" and rec["baseline_value"] > 0
     assert "tiny-shape: decode per token backbone" in capsys.readouterr().out
+
+
+def test_a_window_too_short_is_refused_before_any_work(tmp_path, capsys):
+    # train: 64 tokens hold two people's facts but not the update line, so a run used to train until
+    # its first dialogue with an update and die there, mid-run, without naming a flag
+    out = tmp_path / "a.safetensors"
+    assert main(["train", "--out", str(out), "--window", "64", "--people", "2", "--steps", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --window 64 / --people 2: window 64 is too short") and err.count("\n") == 1
+    # eval: BM25 retrieval does not fit a 64-token window; it used to fail after every other score
+    adapter = tmp_path / "ad.safetensors"
+    adapter.write_bytes(b"x")  # never read: the window is refused before any model is loaded
+    argv = ["eval", "--adapter", str(adapter), "--window", "64", "--people", "1", "--update-prob", "0"]
+    assert main([*argv, "--n", "2", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --window 64: window 64 is too short for BM25") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ad.safetensors"]

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 from delta_mem.baselines import bm25_window, lora_rank_for
 from delta_mem.data import make_dialogue, stack
 
@@ -66,3 +67,67 @@ def test_people_are_limited_by_the_digits_and_top_k_is_checked():
     for k in (0, -1):  # -1 used to slice off the worst message instead
         with pytest.raises(InputError, match="top_k"):
             bm25_window(make_dialogue(5), top_k=k)
+
+
+def test_seeds_and_sizes_are_checked_at_the_public_boundary(tiny_llama):
+    for seed, match in ((-1, r"seed must be an integer in \[0"), (1.5, "seed must be an integer")):
+        with pytest.raises(InputError, match=match):  # were numpy's ValueError / TypeError
+            make_dialogue(seed)
+    with pytest.raises(InputError, match="seed"):
+        from delta_mem.data import make_dialogues
+
+        make_dialogues(2, -3)
+    for n in (0, -5):  # used to return rank 1 silently
+        with pytest.raises(InputError, match="n_params"):
+            lora_rank_for(tiny_llama, n)
+    with pytest.raises(InputError, match="dialogue must be a Dialogue"):
+        bm25_window("Maya: my number is 7.")
+
+
+def test_a_window_too_short_for_retrieval_names_the_window():
+    d = make_dialogue(0, window=64, n_people=1, update_prob=0.0)
+    with pytest.raises(InputError, match="window 64 is too short for BM25 retrieval"):
+        bm25_window(d)
+
+
+@pytest.mark.parametrize("module", ["rank_bm25", "peft", "papershelf_lm"])
+def test_a_missing_optional_dependency_names_its_extra(monkeypatch, tiny_llama, module):
+    """The errors were built with positional arguments the core's MissingDependencyError does not take:
+    a TypeError instead of "pip install 'delta-mem[bench]'"."""
+    import sys
+
+    from delta_mem.baselines import lora_model
+    from delta_mem.experiments import corpus_windows, load_backbone
+
+    from papershelf.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
+    if module == "papershelf_lm":
+        monkeypatch.setitem(sys.modules, "papershelf_lm.corpus", None)
+    call = {
+        "rank_bm25": lambda: bm25_window(make_dialogue(0)),
+        "peft": lambda: lora_model(tiny_llama, 2),
+        "papershelf_lm": lambda: corpus_windows(1, 64, 0),
+    }[module]
+    with pytest.raises(MissingDependencyError) as info:
+        call()
+    assert "delta-mem[bench]" in info.value.one_line()
+    if module == "papershelf_lm":
+        with pytest.raises(MissingDependencyError):
+            load_backbone("tiny-s")
+
+
+def test_a_missing_triton_names_its_extra(monkeypatch):
+    import importlib
+
+    from papershelf.errors import MissingDependencyError
+
+    st = importlib.import_module(
+        "delta_mem.kernels.scan_triton"
+    )  # the package re-exports a same-named function
+
+    monkeypatch.setattr(st, "triton", None)
+    q = torch.zeros(1, 1, 2, 2)
+    with pytest.raises(MissingDependencyError) as info:
+        st.scan_triton(q, q, q, q, q, q)
+    assert "delta-mem[triton]" in info.value.one_line()

@@ -413,3 +413,52 @@ def test_casting_the_model_mid_conversation_keeps_the_memory(tiny_llama):
         tiny_llama.double()  # the float32 state and segment sums follow the new dtype
         tiny_llama(input_ids=ids)
     assert all(s.dtype == torch.float64 for s in get_state(tiny_llama))
+
+
+def test_a_failed_load_leaves_the_backbone_trainable_as_it_was(tiny_llama, tmp_path):
+    """Attaching freezes the backbone; a load refused after attaching (an adapter that does not fit this
+    model, with check_backbone=False) detached the memory but left every backbone parameter frozen."""
+    from delta_mem.experiments import random_llama
+
+    attach_delta_mem(tiny_llama)
+    path = save_adapter(tiny_llama, tmp_path / "a.safetensors")
+    other = random_llama(0, hidden=32, layers=3)  # one more attention layer than the adapter has
+    other.model.layers[0].mlp.requires_grad_(False)  # a mix, to check each flag is restored
+    before = [p.requires_grad for p in other.parameters()]
+    with pytest.raises(InputError, match="does not fit this model"):
+        load_adapter(other, path, check_backbone=False)
+    assert not memory_layers(other)
+    assert [p.requires_grad for p in other.parameters()] == before
+
+
+def test_public_api_refuses_wrong_types_with_one_named_error(tiny_llama, tmp_path):
+    from delta_mem.io import same_backbone
+    from delta_mem.scan import scan_chunked, scan_recurrent
+
+    with pytest.raises(InputError, match="config must be a DeltaMemConfig"):
+        attach_delta_mem(tiny_llama, {"rank": 4})  # was an AttributeError on .validate
+    for kwargs, match in (({"layers": 1}, "layers must be a list"), ({"boundary_ids": 10}, "boundary_ids")):
+        with pytest.raises(InputError, match=match):  # were TypeErrors ('int' object is not iterable)
+            DeltaMemConfig(**kwargs).validate()
+    with pytest.raises(InputError, match="adapter path"):
+        load_adapter(tiny_llama, None)
+    with pytest.raises(InputError, match=r"model must be a torch\.nn\.Module"):
+        load_adapter(None, tmp_path / "a.safetensors")
+    with pytest.raises(InputError, match="fingerprint must be"):
+        same_backbone(None, tiny_llama)
+    q = torch.randn(1, 1, 4, 3, dtype=torch.float64)
+    for fn in (scan_recurrent, scan_chunked):
+        with pytest.raises(InputError, match="v must be a tensor, got None"):  # was an AttributeError
+            fn(q, q, None, q, q, q)
+
+
+def test_a_memory_layer_checks_the_shape_of_its_input():
+    from delta_mem.memory import DeltaMemLayer
+
+    layer = DeltaMemLayer(16, {"q": 16, "o": 16}, DeltaMemConfig().validate(), 0)
+    for bad in (torch.randn(3, 16), torch.randn(1, 3, 8), torch.ones(1, 3, 16, dtype=torch.long)):
+        with torch.no_grad(), pytest.raises(InputError, match=r"must be a float \(batch, tokens, 16\)"):
+            layer(bad)  # were an unpacking ValueError, a matmul RuntimeError, a silent cast of integers
+    with torch.no_grad():
+        assert layer(torch.randn(2, 0, 16)).shape == (2, 0, 8)  # was a reshape RuntimeError
+    assert layer.state is None

@@ -17,7 +17,9 @@ def bm25_window(dialogue: Dialogue, *, top_k: int = 2) -> np.ndarray:
     try:
         from rank_bm25 import BM25Okapi
     except ImportError:
-        raise MissingDependencyError("rank_bm25", "delta-mem", "bench") from None
+        raise MissingDependencyError("rank_bm25", package="delta-mem", extra="bench") from None
+    if not isinstance(dialogue, Dialogue):
+        raise InputError(f"dialogue must be a Dialogue (make_dialogue), got {type(dialogue).__name__}")
     top_k = check_int("top_k", top_k, low=1)  # a negative k would slice off the worst, not keep the best
     docs = [words(m) for m in dialogue.messages]
     if not docs:
@@ -31,7 +33,11 @@ def bm25_window(dialogue: Dialogue, *, top_k: int = 2) -> np.ndarray:
         if sum(len(encode(dialogue.messages[j] + "\n")) for j in [*chosen, i]) <= room:
             chosen.append(i)
     if not chosen:
-        raise InputError("the best retrieved message does not fit in the window beside the question")
+        best = dialogue.messages[int(np.argmax(scores))]
+        raise InputError(
+            f"window {W} is too short for BM25 retrieval: the best message ({len(encode(best + chr(10)))} "
+            f"tokens) does not fit beside the question ({dialogue.tail} tokens); use a longer window"
+        )
     retrieved = [b for i in sorted(chosen) for b in encode(dialogue.messages[i] + "\n")]
     keep = W - 1 - len(retrieved)
     return np.asarray([BOS, *retrieved, *body[len(body) - keep :]], dtype=np.int64)
@@ -42,6 +48,7 @@ def lora_rank_for(model, n_params: int, targets=("q_proj", "o_proj")) -> tuple[i
     returns ``(rank, count)``."""
     import torch
 
+    n_params = check_int("n_params", n_params, low=1)  # 0 or -5 used to give rank 1 silently
     per_rank = 0
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] in targets:
@@ -57,7 +64,7 @@ def lora_model(model, rank: int, *, targets=("q_proj", "o_proj"), seed: int = 0)
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        raise MissingDependencyError("peft", "delta-mem", "bench") from None
+        raise MissingDependencyError("peft", package="delta-mem", extra="bench") from None
     import torch
 
     torch.manual_seed(seed)

@@ -81,7 +81,7 @@ def _mem_config(args):
     ).validate()
 
 
-def _train_config(args, **kw):
+def _train_config(args, check_window: bool = True, **kw):
     from delta_mem.data import MAX_PEOPLE
     from delta_mem.experiments import TrainConfig
 
@@ -98,7 +98,24 @@ def _train_config(args, **kw):
         seed=args.seed,
         **kw,
     )
+    if check_window:
+        _check_window(cfg)
     return cfg
+
+
+def _check_window(cfg) -> None:
+    """The longest session a run can draw (every fact plus the update; all in one window on the
+    curriculum) must fit the window: one that fits only the dialogues without an update used to fail at
+    the first dialogue with one, mid-training."""
+    from delta_mem.data import make_dialogue
+
+    steps = [None] + ([0] if cfg.curriculum_steps > 0 else [])  # 0: a curriculum step
+    for step in steps:
+        worst = {**cfg.dialogue_kwargs(step), "update_prob": 1.0 if cfg.update_prob > 0 else 0.0}
+        try:
+            make_dialogue(0, **worst)
+        except InputError as exc:
+            raise InputError(f"--window {cfg.window} / --people {cfg.n_people}: {exc}") from None
 
 
 # ---- train ----------------------------------------------------------------------------------------------
@@ -158,11 +175,23 @@ def _eval(args: argparse.Namespace) -> None:
     _threads(args.threads)
     check_outputs({"--out": args.out}, {"--adapter": args.adapter})
     tcfg = _train_config(args)
+    n, n_ppl = check_int("--n", args.n, low=1), check_int("--n-ppl", args.n_ppl, low=1)
+    try:
+        ds = eval_dialogues(n, args.seed, tcfg)
+    except InputError as exc:  # "window 64 is too short ..." from the generator: name the flags
+        raise InputError(f"--window {tcfg.window} / --people {tcfg.n_people}: {exc}") from None
+    try:  # before any model runs: a window too short for retrieval used to fail after every other score
+        from delta_mem.baselines import bm25_window
+
+        bm25 = [bm25_window(d) for d in ds]
+    except ImportError:
+        bm25 = None
+    except InputError as exc:
+        raise InputError(f"--window {tcfg.window}: {exc}") from None
     backbone, label = load_backbone(_model(args), tcfg.window)
     model = copy.deepcopy(backbone)
     load_adapter(model, args.adapter)
-    ds = eval_dialogues(check_int("--n", args.n, low=1), args.seed, tcfg)
-    wins = corpus_windows(check_int("--n-ppl", args.n_ppl, low=1), tcfg.window, 10_000 + args.seed)
+    wins = corpus_windows(n_ppl, tcfg.window, 10_000 + args.seed)
     res = {
         "model": label,
         "adapter": args.adapter,
@@ -172,12 +201,8 @@ def _eval(args: argparse.Namespace) -> None:
         "ppl_frozen": perplexity(backbone, wins),
         "ppl_delta_mem": perplexity(model, wins),
     }
-    try:
-        from delta_mem.baselines import bm25_window
-
-        res["recall_bm25"] = recall(backbone, ds, use_history=False, windows=[bm25_window(d) for d in ds])
-    except ImportError:
-        pass
+    if bm25 is not None:
+        res["recall_bm25"] = recall(backbone, ds, use_history=False, windows=bm25)
     for k, v in res.items():
         print(f"{k:>30}: {v:.4f}" if isinstance(v, float) else f"{k:>30}: {v}")
     if args.out:
@@ -206,6 +231,7 @@ def _diagnose(args: argparse.Namespace) -> None:
     after = check_int("--after", args.after, low=1)
     tcfg = _train_config(args, log_every=10)
     tcfg.steps, tcfg.curriculum_steps, tcfg.lm_weight, tcfg.curriculum_chat = after, after, 0.0, 8
+    _check_window(tcfg)  # now on the curriculum: every fact in the last history window
     model, label = load_backbone(_model(args), tcfg.window)
     from delta_mem.wrap import attach_delta_mem
 
@@ -309,8 +335,9 @@ def _run(args, quick: bool):
     if quick:
         if args.model is not None:
             raise InputError("--quick runs a random tiny model; drop --model (or drop --quick to use it)")
-        tcfg = _train_config(args, lm_source="random", log_every=1)
+        tcfg = _train_config(args, check_window=False, lm_source="random", log_every=1)  # --window replaced
         tcfg.steps, tcfg.batch, tcfg.window, tcfg.lm_batch, tcfg.n_people = 2, 2, 96, 1, 2
+        _check_window(tcfg)
         return comparison("", (args.seed,), tcfg, mcfg, n_eval=4, n_ppl=2, decode_steps=4, quick=True)
     tcfg = _train_config(args)
     seeds = tuple(check_int("--seeds entry", s, low=0) for s in args.seeds)

@@ -124,6 +124,7 @@ def make_dialogue(
     of the last history window, a few tokens before the final window starts, and ``final_chat`` caps the
     chat tokens before the question in the final window (which is then shorter than ``window``): together
     an easy curriculum, the fact a few tokens before the window's start and the question right after."""
+    seed = check_int("seed", seed, low=0)  # numpy's own errors for -1 or 1.5 name no argument
     window = check_int("window", window, low=64)
     n_history = check_int("n_history", n_history, low=1)
     # each person gets a distinct one-digit number and an update needs a digit nobody holds: at most 9
@@ -181,6 +182,7 @@ def make_dialogue(
 def make_dialogues(n: int, seed: int, **kwargs) -> list[Dialogue]:
     """``n`` dialogues from seeds ``seed * 100_003 + i`` (disjoint streams for different seeds)."""
     n = check_int("n", n, low=1)
+    seed = check_int("seed", seed, low=0)
     return [make_dialogue(seed * 100_003 + i, **kwargs) for i in range(n)]
 
 

@@ -88,7 +88,7 @@ def load_backbone(name: str, window: int | None = None):
         try:
             from papershelf_lm import load
         except ImportError:
-            raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
+            raise MissingDependencyError("papershelf_lm", package="delta-mem", extra="bench") from None
         model, _ = load(name)
         model, label = model.float().eval(), name
     limit = getattr(model.config, "max_position_embeddings", None)
@@ -102,7 +102,7 @@ def corpus_windows(n: int, length: int, seed: int, split: str = "validation") ->
     try:
         from papershelf_lm.corpus import corpus_bytes
     except ImportError:
-        raise MissingDependencyError("papershelf_lm", "delta-mem", "bench") from None
+        raise MissingDependencyError("papershelf_lm", package="delta-mem", extra="bench") from None
     text = corpus_bytes(split)
     rng = np.random.default_rng(seed)
     rows = []

@@ -75,6 +75,10 @@ def _same_values(saved: list[float], saved_dtype: str, now: list[float], now_dty
 def same_backbone(fingerprint: str, model: nn.Module) -> bool:
     """Whether ``model`` is the backbone a saved ``fingerprint`` describes: the same parameter names and
     shapes, and the same sampled values up to the precision it is loaded in."""
+    if not isinstance(fingerprint, str):
+        raise InputError(
+            f"fingerprint must be the str backbone_fingerprint returns, got {type(fingerprint).__name__}"
+        )
     if not fingerprint.startswith("{"):
         return fingerprint == _legacy_fingerprint(model)
     try:
@@ -109,6 +113,8 @@ def save_adapter(model: nn.Module, path: str | os.PathLike[str]) -> Path:
 def read_adapter(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], DeltaMemConfig, str]:
     from safetensors import SafetensorError, safe_open
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"adapter path must be a str or os.PathLike, got {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise InputError(f"adapter {str(path)!r} is not a file")
@@ -156,6 +162,8 @@ def load_adapter(
     Raises :class:`~papershelf.errors.InputError` when the adapter was trained on another backbone
     (fingerprint mismatch) unless ``check_backbone=False``, or when the parameter names/shapes differ.
     """
+    if not isinstance(model, nn.Module):
+        raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     tensors, cfg, fingerprint = read_adapter(path)
     if is_wrapped(model):
         raise InputError("model already has δ-Mem attached; load the adapter into the bare backbone")
@@ -165,6 +173,7 @@ def load_adapter(
             hint="load it into the model it was trained with, or pass check_backbone=False",
         )
     _check_sizes(path, tensors, cfg)  # before attaching allocates what the (possibly corrupt) config says
+    trainable = [p.requires_grad for p in model.parameters()]  # attaching freezes them
     attach_delta_mem(model, cfg)
     params = memory_parameters(model)
     missing, extra = set(params) - set(tensors), set(tensors) - set(params)
@@ -172,7 +181,9 @@ def load_adapter(
     if missing or extra or bad_shape:
         from delta_mem.wrap import detach_delta_mem
 
-        detach_delta_mem(model)
+        detach_delta_mem(model)  # the model is left as it came: no memory, and not frozen
+        for p, flag in zip(model.parameters(), trainable, strict=True):
+            p.requires_grad_(flag)
         raise InputError(
             f"adapter {str(path)!r} does not fit this model: missing {sorted(missing)[:3]}, "
             f"unexpected {sorted(extra)[:3]}, shape mismatch {sorted(bad_shape)[:3]}"

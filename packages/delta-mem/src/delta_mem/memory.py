@@ -83,6 +83,10 @@ class DeltaMemConfig:
             raise InputError("delta_targets must name at least one of q, k, v, o")
         for t in self.delta_targets:
             check_choice("delta_targets entry", t, DELTA_TARGETS)
+        for name in ("boundary_ids", "layers"):  # an int would be a TypeError in tuple() below
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise InputError(f"{name} must be a list or tuple of ints (or None), got {value!r}")
         if self.boundary_ids is not None:
             self.boundary_ids = tuple(check_int("boundary_ids entry", b, low=0) for b in self.boundary_ids)
         if self.layers is not None:
@@ -234,7 +238,16 @@ class DeltaMemLayer(nn.Module):
         times the correction scale α/r, (B, T, H*r). A single-token call (a decode step) takes a fast
         path; its finiteness check is skipped (it would cost a host sync per layer and token) — the
         prefill and every multi-token call are checked."""
+        d = self.in_proj.in_features
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() == 3 and x.shape[-1] == d):
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise InputError(
+                f"hidden states entering δ-Mem layer {self.index} must be a float (batch, tokens, {d}) "
+                f"tensor, got {got}" + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else "")
+            )
         B, T, _ = x.shape
+        if T == 0:  # nothing to read or write (features() cannot reshape an empty sequence)
+            return x.new_zeros(B, 0, self.cfg.heads * self.cfg.rank, dtype=self.in_proj.weight.dtype)
         if self.state is not None and self.state.shape[0] != B:
             raise InputError(
                 f"batch size {B} differs from the memory state's {self.state.shape[0]}; "

@@ -38,6 +38,9 @@ def gate_coefficients(beta, lam, mode: str = "standard"):
 
 def _check(q, k, v, keep, erase, write, S0):
     named = (("q", q), ("k", k), ("v", v), ("keep", keep), ("erase", erase), ("write", write), ("S0", S0))
+    for name, x in named[:-1]:  # only the start state may be None
+        if x is None:
+            raise InputError(f"{name} must be a tensor, got None")
     for name, x in named:
         if x is not None and not (isinstance(x, torch.Tensor) and x.is_floating_point()):
             got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__

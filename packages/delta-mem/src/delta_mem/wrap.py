@@ -53,6 +53,8 @@ def attach_delta_mem(
     """
     if not isinstance(model, nn.Module):
         raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if config is not None and not isinstance(config, DeltaMemConfig):
+        raise InputError(f"config must be a DeltaMemConfig or None, got {type(config).__name__}")
     cfg = (config or DeltaMemConfig()).validate()
     if is_wrapped(model):
         raise InputError("model already has δ-Mem attached; call detach_delta_mem(model) first")

@@ -83,7 +83,7 @@ if triton is not None:
 def scan_triton(q, k, v, keep, erase, write, S0=None, *, chunk: int = 32):
     """Chunked scan with Triton kernels; float32 internally, returns ``q``'s dtype. No autograd."""
     if triton is None:
-        raise MissingDependencyError("triton", "delta-mem", "triton")
+        raise MissingDependencyError("triton", package="delta-mem", extra="triton")
     from delta_mem.scan import _check
 
     _check(q, k, v, keep, erase, write, S0)
