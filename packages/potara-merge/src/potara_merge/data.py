@@ -71,12 +71,10 @@ def max_clients(public_frac: float = 0.15, min_samples: int = MIN_SAMPLES) -> in
 SKEW_HELP = "'dirichlet:A' (A > 0), 'task-cue:T' or 'task:T' (integer 1 <= T <= 10) or 'iid'"
 
 
-def parse_skew(skew: str) -> tuple[str, float]:
-    """``"dirichlet:0.3"`` -> ("dirichlet", 0.3); ``"task-cue:4"`` -> ("task-cue", 4); ``"task:4"`` ->
-    ("task", 4); ``"iid"`` -> ("iid", 0)."""
-    if not isinstance(skew, str):
-        raise InputError(f"--skew must be {SKEW_HELP}; got {skew!r}")
-    s = skew.strip().lower()
+def parse_skew_kinds(skew, integer_kinds: tuple[str, ...], high: int, help_text: str) -> tuple[str, float]:
+    """``"iid"``, ``"dirichlet:A"`` (A > 0) or ``"<kind>:T"`` for a kind in ``integer_kinds`` (an integer
+    1 <= T <= high) -> (kind, value); anything else is an error quoting ``help_text``."""
+    s = skew.strip().lower() if isinstance(skew, str) else ""
     if s == "iid":
         return "iid", 0.0
     kind, _, val = s.partition(":")
@@ -86,9 +84,15 @@ def parse_skew(skew: str) -> tuple[str, float]:
         v = float("nan")
     if kind == "dirichlet" and np.isfinite(v) and v > 0:
         return kind, v
-    if kind in ("task", "task-cue") and np.isfinite(v) and 1 <= v <= 10 and float(v).is_integer():
+    if kind in integer_kinds and np.isfinite(v) and 1 <= v <= high and float(v).is_integer():
         return kind, int(v)
-    raise InputError(f"--skew must be {SKEW_HELP}; got {skew!r}")
+    raise InputError(f"{help_text}; got {skew!r}")
+
+
+def parse_skew(skew: str) -> tuple[str, float]:
+    """``"dirichlet:0.3"`` -> ("dirichlet", 0.3); ``"task-cue:4"`` -> ("task-cue", 4); ``"task:4"`` ->
+    ("task", 4); ``"iid"`` -> ("iid", 0)."""
+    return parse_skew_kinds(skew, ("task", "task-cue"), 10, f"--skew must be {SKEW_HELP}")
 
 
 def _shifted(img: np.ndarray) -> list[np.ndarray]:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from papershelf.errors import InputError
-from potara_merge.data import ClientData, Federation
+from potara_merge.data import ClientData, Federation, parse_skew_kinds
 
 # (name, path prefix inside the standard library): styles chosen to differ (tables, prose, GUI, tests, ...)
 DOMAINS = (
@@ -52,19 +52,9 @@ LORA_TARGETS = ("q_proj", "v_proj")
 
 def parse_text_skew(skew: str) -> tuple[str, float]:
     """``"domain:4"`` -> ("domain", 4); ``"dirichlet:0.3"`` -> ("dirichlet", 0.3); ``"iid"`` -> ("iid", 0)."""
-    s = skew.strip().lower() if isinstance(skew, str) else ""
-    if s == "iid":
-        return "iid", 0.0
-    kind, _, val = s.partition(":")
-    try:
-        v = float(val)
-    except ValueError:
-        v = float("nan")
-    if kind == "dirichlet" and np.isfinite(v) and v > 0:
-        return kind, v
-    if kind == "domain" and np.isfinite(v) and 1 <= v <= len(DOMAINS) and float(v).is_integer():
-        return kind, int(v)
-    raise InputError(f"--skew for --task text must be {TEXT_SKEW_HELP}; got {skew!r}")
+    return parse_skew_kinds(
+        skew, ("domain",), len(DOMAINS), f"--skew for --task text must be {TEXT_SKEW_HELP}"
+    )
 
 
 def _corpus():
