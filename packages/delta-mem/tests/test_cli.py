@@ -131,3 +131,10 @@ def test_a_window_too_short_is_refused_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: --window 64: window 64 is too short for BM25") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ad.safetensors"]
+
+
+def test_reproduce_refuses_one_file_for_out_and_plot(tmp_path, capsys):
+    """bench refused it; reproduce checked the two paths one by one and would write both to one file."""
+    same = str(tmp_path / "r.json")
+    assert main(["reproduce", "--out", same, "--plot", same]) == 2
+    assert "name the same file" in capsys.readouterr().err

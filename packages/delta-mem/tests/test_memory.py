@@ -462,3 +462,10 @@ def test_a_memory_layer_checks_the_shape_of_its_input():
     with torch.no_grad():
         assert layer(torch.randn(2, 0, 16)).shape == (2, 0, 8)  # was a reshape RuntimeError
     assert layer.state is None
+
+
+def test_a_projection_named_twice_in_delta_targets_is_refused():
+    """('q', 'q') was accepted silently."""
+    with pytest.raises(InputError, match="names a projection twice"):
+        DeltaMemConfig(delta_targets=("q", "q")).validate()
+    assert DeltaMemConfig(delta_targets=("q", "o")).validate().delta_targets == ("q", "o")

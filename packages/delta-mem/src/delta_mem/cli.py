@@ -577,8 +577,7 @@ def _decode_only(args) -> None:
 def _reproduce(args: argparse.Namespace) -> None:
     from papershelf.repro import atomic_write_json, run_manifest
 
-    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
-        check_output_path(path, flag)
+    check_outputs({"--out": args.out, "--plot": args.plot})  # also: not one file for both
     result = _run(args, False)
     tg = _print_targets(result)
     if args.out:

@@ -83,6 +83,8 @@ class DeltaMemConfig:
             raise InputError("delta_targets must name at least one of q, k, v, o")
         for t in self.delta_targets:
             check_choice("delta_targets entry", t, DELTA_TARGETS)
+        if len(set(self.delta_targets)) != len(self.delta_targets):  # a typo: one correction per projection
+            raise InputError(f"delta_targets names a projection twice: {self.delta_targets!r}")
         for name in ("boundary_ids", "layers"):  # an int would be a TypeError in tuple() below
             value = getattr(self, name)
             if value is not None and not isinstance(value, (list, tuple)):
