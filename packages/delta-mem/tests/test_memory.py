@@ -469,3 +469,23 @@ def test_a_projection_named_twice_in_delta_targets_is_refused():
     with pytest.raises(InputError, match="names a projection twice"):
         DeltaMemConfig(delta_targets=("q", "q")).validate()
     assert DeltaMemConfig(delta_targets=("q", "o")).validate().delta_targets == ("q", "o")
+
+
+def test_a_direct_call_of_the_decoder_stack_sees_its_own_ids(tiny_llama):
+    """The ids hook sat on the outer model only: calling tiny_llama.model(...) directly with sentence
+    writes reused the previous outer call's input_ids when the shapes matched (stale boundaries)."""
+    attach_delta_mem(tiny_llama, DeltaMemConfig(write_granularity="sentence"))
+    for p in memory_parameters(tiny_llama).values():  # non-zero corrections, so the memory shows
+        torch.nn.init.normal_(p, std=0.3, generator=torch.Generator().manual_seed(p.numel()))
+    ids, other = _ids(T=24, B=1, seed=0), _ids(T=24, B=1, seed=1)
+    other[:, [3, 11]] = ord(".")  # different sentence boundaries, same shape
+    with torch.no_grad():
+        reset_state(tiny_llama)
+        want = tiny_llama.model(input_ids=other).last_hidden_state
+        reset_state(tiny_llama)
+        tiny_llama(input_ids=ids)  # the outer call's ids must not leak into the next direct call
+        reset_state(tiny_llama)
+        got = tiny_llama.model(input_ids=other).last_hidden_state
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(InputError, match="input_ids"):  # and no ids are kept after a call
+        tiny_llama.model(inputs_embeds=tiny_llama.get_input_embeddings()(other))

@@ -91,8 +91,15 @@ def attach_delta_mem(
             proj = getattr(attn, PROJ[t])
             proj.forward = _PatchedForward(proj, layer, t, t in cfg.delta_targets)
         names.append(name)
-    handle = model.register_forward_pre_hook(_make_ids_hook(ctx), with_kwargs=True)
-    model._delta_mem_handles = [handle]
+    # on the decoder stack itself (LlamaModel inside LlamaForCausalLM): a direct call of model.model(...)
+    # must see its own ids too, and the ids are dropped after each call so no later call can reuse them
+    inner = getattr(model, "model", None)
+    target = inner if isinstance(inner, nn.Module) and hasattr(inner, "embed_tokens") else model
+    handles = [
+        target.register_forward_pre_hook(_make_ids_hook(ctx), with_kwargs=True),
+        target.register_forward_hook(lambda *_: setattr(ctx, "input_ids", None)),
+    ]
+    model._delta_mem_handles = handles
     model._delta_mem_config = cfg
     return names
 
