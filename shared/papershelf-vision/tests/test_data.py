@@ -108,6 +108,13 @@ def test_ir_targets_are_small_faint_and_masked():
         assert not np.any(s.mask & ~inside)
 
 
+def test_a_canvas_too_crowded_for_n_objects_is_an_error():
+    """sparse_scene returned fewer objects than asked, silently, when they did not fit."""
+    with pytest.raises(InputError, match=r"only \d+ of n_objects=400"):
+        D.sparse_scene(0, 96, n_objects=400, object_size=(40, 48))
+    assert len(D.sparse_scene(0, 96, n_objects=1, object_size=(40, 48)).boxes) == 1
+
+
 def test_sparse_scene_is_sparse_and_boxes_are_disjoint():
     s = D.sparse_scene(0, 1024, n_objects=10)
     assert s.image.shape == (1024, 1024, 3) and len(s.boxes) == 10

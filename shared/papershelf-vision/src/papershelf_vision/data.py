@@ -546,7 +546,8 @@ def sparse_scene(seed: int, size: int = 2048, *, n_objects: int = 12,
                  object_size: tuple[int, int] = (12, 48),
                  classes=PRETRAIN_CLASSES) -> SparseScene:  # fmt: skip
     """A ``size x size`` smooth-textured canvas (up to 8192) with ``n_objects`` non-overlapping objects
-    whose boxes are ``object_size`` pixels on a side: far under 1% of the area for the defaults."""
+    whose boxes are ``object_size`` pixels on a side: far under 1% of the area for the defaults. Objects
+    are placed by rejection (20 tries per object); a canvas too crowded for that is an error."""
     rng = np.random.default_rng(_check_seed(seed))
     size = _check_size("size", size, 64, MAX_SPARSE_SIZE)
     n_objects = _check_size("n_objects", n_objects, 0, 4096)
@@ -573,4 +574,9 @@ def sparse_scene(seed: int, size: int = 2048, *, n_objects: int = 12,
         occupied.append((x0, y0, x0 + side, y0 + side))
         boxes.append([x0 + xs.min(), y0 + ys.min(), x0 + xs.max() + 1, y0 + ys.max() + 1])
         labels.append(class_id(name))
+    if len(boxes) < n_objects:  # it returned fewer objects than asked, silently
+        raise InputError(
+            f"sparse_scene: only {len(boxes)} of n_objects={n_objects} non-overlapping objects of "
+            f"{lo}-{hi} px fit a {size} px canvas in {n_objects * 20} tries; lower n_objects or object_size"
+        )
     return SparseScene(image, np.asarray(boxes, np.int32).reshape(-1, 4), np.asarray(labels, np.int64))
