@@ -487,7 +487,10 @@ def _pink_noise(rng: np.random.Generator, h: int, w: int, beta: float = 1.8) -> 
 def ir_scene(seed: int, size: int = 128, *, n_targets: int | tuple[int, int] = (1, 4),
              snr: tuple[float, float] = (2.0, 6.0)) -> IRScene:  # fmt: skip
     """Faint Gaussian targets (sigma 0.5–1.2 px, at most ~7x7 px above half-peak) on cluttered
-    1/f background with cloud-like gradients and bright structured clutter (edges, blobs)."""
+    1/f background with cloud-like gradients and bright structured clutter (edges, blobs). The number of
+    targets is drawn from ``n_targets``; a target that would touch an earlier one is dropped (so masks
+    stay one component per target), so a crowded frame can hold fewer than drawn: ``len(boxes)`` is the
+    truth."""
     rng = np.random.default_rng(_check_seed(seed))
     size = _check_size("size", size, 16, 2048)
     lo, hi = _int_range("n_targets", n_targets, 0, 256)
