@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_int
 from potara_merge.data import ClientData, Federation, parse_skew_kinds
 
 # (name, path prefix inside the standard library): styles chosen to differ (tables, prose, GUI, tests, ...)
@@ -87,7 +87,6 @@ class _Blocks:
     name: str
     windows: np.ndarray  # (n_windows, window + 1) uint8
     order: list[int]  # block ids still to deal, in dealing order
-    used: int = 0
 
     def take(self, n: int) -> np.ndarray:
         rows = []
@@ -100,7 +99,6 @@ class _Blocks:
             b = self.order.pop(0)
             rows.append(self.windows[b * BLOCK : (b + 1) * BLOCK])
         out = np.concatenate(rows)
-        self.used += len(out)
         return out[:n]  # the unused rest of the last block is dropped, never dealt to anyone else
 
 
@@ -127,8 +125,6 @@ def text_federation(
     Every client gets ``n_train`` training windows, ``fisher_n`` held-out windows for the Fisher and
     ``n_test`` test windows, each ``window`` bytes (inputs int64 byte ids, targets the next bytes).
     """
-    from papershelf.errors import check_int
-
     check_int("--clients", n_clients, low=1)
     check_int("window", window, low=2, high=1024)
     for label, v in (("n_train", n_train), ("fisher_n", fisher_n), ("n_test", n_test)):
