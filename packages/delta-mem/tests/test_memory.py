@@ -489,3 +489,20 @@ def test_a_direct_call_of_the_decoder_stack_sees_its_own_ids(tiny_llama):
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     with pytest.raises(InputError, match="input_ids"):  # and no ids are kept after a call
         tiny_llama.model(inputs_embeds=tiny_llama.get_input_embeddings()(other))
+
+
+def test_gradient_checkpointing_is_refused_while_training(tiny_llama):
+    attach_delta_mem(tiny_llama)
+    enable = getattr(tiny_llama, "activation_checkpointing_enable", None)  # the newer name
+    (enable or tiny_llama.gradient_checkpointing_enable)()
+    tiny_llama.train()
+    with pytest.raises(InputError, match=r"activation. checkpointing"):  # replays would write the state twice
+        tiny_llama(input_ids=_ids())
+    tiny_llama.eval()
+    with torch.no_grad():  # inference never replays a forward: allowed
+        tiny_llama(input_ids=_ids())
+    disable = getattr(tiny_llama, "activation_checkpointing_disable", None)
+    (disable or tiny_llama.gradient_checkpointing_disable)()
+    tiny_llama.train()
+    reset_state(tiny_llama)
+    tiny_llama(input_ids=_ids()).logits.sum().backward()

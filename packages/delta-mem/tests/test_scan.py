@@ -138,3 +138,15 @@ def test_triton_scan_refuses_gradients_and_cpu_without_interpreter(monkeypatch):
         monkeypatch.delenv("TRITON_INTERPRET")
         with pytest.raises(InputError, match="CUDA tensors"):  # was a RuntimeError from Triton's driver
             scan_triton(*args, chunk=2)
+
+
+def test_scan_refuses_nan_and_inf_naming_the_input():
+    q, k, v, keep, erase, write, S0 = _inputs()
+    fns = (scan_reference, scan_recurrent, lambda *a: scan_chunked(*a, chunk=4))
+    for fn in fns:  # a NaN used to enter the state and come back as NaN reads, far from its cause
+        bad_v = v.clone()
+        bad_v[0, 0, 1, 0] = float("nan")
+        with pytest.raises(InputError, match=r"finite.*v"):
+            fn(q, k, bad_v, keep, erase, write)
+        with pytest.raises(InputError, match=r"finite.*S0"):
+            fn(q, k, v, keep, erase, write, torch.full_like(S0, float("inf")))

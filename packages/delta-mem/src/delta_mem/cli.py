@@ -40,6 +40,7 @@ TRAIN_ARGS = [
     arg("--batch", type=int, default=8, help="dialogues per step (default 8)"),
     arg("--lr", type=float, default=3e-3, help="learning rate (default 3e-3)"),
     arg("--lm-weight", type=float, default=0.5, help="weight of the corpus next-token loss (default 0.5)"),
+    arg("--lm-batch", type=int, default=2, help="corpus windows per step for that loss (default 2)"),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
     arg(
         "--curriculum-steps",
@@ -90,6 +91,7 @@ def _train_config(args, check_window: bool = True, **kw):
         batch=check_int("--batch", getattr(args, "batch", 8), low=1),
         lr=check_number("--lr", getattr(args, "lr", 3e-3), low=0, low_open=True),
         lm_weight=check_number("--lm-weight", getattr(args, "lm_weight", 0.5), low=0),
+        lm_batch=check_int("--lm-batch", getattr(args, "lm_batch", 2), low=1, high=256),
         window=check_int("--window", args.window, low=64),
         n_history=check_int("--n-history", args.n_history, low=1),
         n_people=check_int("--people", args.people, low=1, high=MAX_PEOPLE),

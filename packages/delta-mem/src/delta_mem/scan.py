@@ -62,6 +62,9 @@ def _check(q, k, v, keep, erase, write, S0):
             raise InputError(f"{name} must have d_v = {dv} columns; got {x.shape[-1]}")
     if S0 is not None and S0.shape != (B, H, dv, q.shape[-1]):
         raise InputError(f"S0 must be (B, H, d_v, d_k) = {(B, H, dv, q.shape[-1])}; got {tuple(S0.shape)}")
+    bad = [name for name, x in named if x is not None and not bool(torch.isfinite(x).all())]
+    if bad:  # a NaN written into the state would poison every later read, far from its cause
+        raise InputError(f"scan inputs must be finite; NaN or inf in {', '.join(bad)}")
 
 
 def _step(S, k, v, keep, erase, write):

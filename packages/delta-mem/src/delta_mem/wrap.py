@@ -119,8 +119,22 @@ def detach_delta_mem(model: nn.Module) -> None:
             delattr(model, attr)
 
 
+def _refuse_gradient_checkpointing(module: nn.Module) -> None:
+    """Gradient checkpointing re-runs each layer's forward during backward: the memory would write the
+    same tokens into its state a second time and the recomputed reads would come from the wrong state,
+    so the gradients would be silently wrong. Checked only when training (never on a decode step)."""
+    if module.training and torch.is_grad_enabled():
+        if any(getattr(m, "gradient_checkpointing", False) is True for m in module.modules()):
+            raise InputError(
+                "gradient (activation) checkpointing is enabled on a model wrapped with δ-Mem; its "
+                "memory state is written during the forward pass and a replayed forward would write it "
+                "twice: disable it (model.activation_checkpointing_disable())"
+            )
+
+
 def _make_ids_hook(ctx: _Context):
     def hook(module, args, kwargs):
+        _refuse_gradient_checkpointing(module)
         ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
         ctx.input_ids = ids
         return None
