@@ -103,9 +103,12 @@ def test_corrupt_or_mismatched_weights_are_errors(tmp_path):
 def test_forward_build_and_load_refuse_malformed_arguments():
     m = build("micro-resnet")
     for x, match in ((torch.zeros(1, 3, 16, 16, dtype=torch.uint8), "float32"),
-                     (torch.full((1, 3, 16, 16), float("nan")), "NaN")):  # fmt: skip
+                     (torch.full((1, 3, 16, 16), float("nan")), "NaN"),
+                     (torch.full((1, 3, 16, 16), 255.0), r"in \[0, 1\]"),  # a 0-255 scale
+                     (torch.full((1, 3, 16, 16), -2.0), r"in \[0, 1\]")):  # normalised twice  # fmt: skip
         with pytest.raises(InputError, match=match):
             m.features(x)
+    assert m.features(torch.zeros(0, 3, 16, 16))[-1].shape[0] == 0  # an empty batch is no error
     for seed in (-1, 1.5):
         with pytest.raises(InputError, match="seed"):
             build("micro-resnet", seed=seed)

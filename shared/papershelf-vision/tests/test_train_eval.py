@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -471,3 +472,17 @@ def test_config_file_bytes_and_preset_mismatch_are_refused(tmp_path):
     other.write_text('{"preset": "vit-tiny"}')
     with pytest.raises(InputError, match="names preset 'vit-tiny'"):
         config_from_file("micro-resnet", str(other))
+
+
+def test_a_bad_value_in_a_config_file_names_the_flag_and_the_file(tmp_path):
+    from papershelf_vision.train import config_from_file
+
+    for text, field in (
+        ('{"views": "mosaic"}', "views"),
+        ('{"lr": "fast"}', "lr"),
+        ('{"batch_size": 0}', "batch_size"),
+    ):
+        bad = tmp_path / "c.json"
+        bad.write_text(text)
+        with pytest.raises(InputError, match=rf"^--config {re.escape(str(bad))}: .*{field}"):
+            config_from_file("micro-resnet", str(bad))

@@ -59,6 +59,12 @@ def _check_input(x: torch.Tensor, multiple: int) -> None:
         raise InputError(f"input must be float32 in [0, 1] (see to_tensor), got {x.dtype}")
     if not bool(torch.isfinite(x).all()):
         raise InputError("input contains NaN or infinite values")
+    lo, hi = (float(x.min()), float(x.max())) if x.numel() else (0.0, 0.0)
+    if lo < -1e-4 or hi > 1 + 1e-4:  # e.g. already mean/std-normalised: it would be normalised twice
+        raise InputError(
+            f"input must be in [0, 1] (the backbone normalises it itself; see to_tensor), "
+            f"got values in [{lo:.3g}, {hi:.3g}]"
+        )
     h, w = x.shape[-2:]
     if h % multiple or w % multiple or h < multiple or w < multiple:
         raise InputError(

@@ -833,7 +833,10 @@ def config_from_file(preset: str, path: str | None) -> TrainConfig:
     if overrides.get("preset", preset) != preset:  # silently training another preset would mislead
         raise InputError(f"--config names preset {overrides['preset']!r} but --preset is {preset!r}")
     overrides.pop("preset", None)
-    return TrainConfig(preset=preset, **overrides)
+    try:
+        return TrainConfig(preset=preset, **overrides)
+    except InputError as exc:  # a bad value: say which file it came from
+        raise InputError(f"--config {path}: {exc}") from None
 
 
 def loss_summary(log_file: Path, every: int = 50) -> dict:
