@@ -36,6 +36,8 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert main(["train", "--out", str(tmp_path / "a"), "--rank", "0"]) == 2
     assert main(["train", "--out", str(tmp_path / "a"), "--lm-batch", "0"]) == 2
     assert "--lm-batch" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "a"), "--lm-loss", "mse"]) == 2
+    assert "--lm-loss" in capsys.readouterr().err
     assert main(["eval", "--adapter", str(tmp_path / "none.safetensors")]) == 2
     assert "is not a file" in capsys.readouterr().err
     assert main(["bench", "--quick", "--model", "tiny-m", "--out", str(tmp_path / "b.json")]) == 2

@@ -506,3 +506,49 @@ def test_gradient_checkpointing_is_refused_while_training(tiny_llama):
     tiny_llama.train()
     reset_state(tiny_llama)
     tiny_llama(input_ids=_ids()).logits.sum().backward()
+
+
+def test_backbone_only_computes_the_frozen_backbone_and_leaves_the_state(tiny_llama):
+    from delta_mem.wrap import backbone_only
+
+    ids = _ids()
+    with torch.no_grad():
+        ref = tiny_llama(input_ids=ids).logits
+    attach_delta_mem(tiny_llama)
+    _randomise_corrections(tiny_llama, 0.5)
+    with torch.no_grad():
+        tiny_llama(input_ids=ids[:, :10])  # the memory now holds something
+        wrapped = tiny_llama(input_ids=ids).logits
+        with backbone_only(tiny_llama):
+            bare = tiny_llama(input_ids=ids).logits
+    assert not torch.allclose(wrapped, ref)  # the memory is really on
+    torch.testing.assert_close(bare, ref, rtol=0, atol=0)
+    reset_state(tiny_llama)
+    with torch.no_grad():
+        tiny_llama(input_ids=ids[:, :10])
+        again = tiny_llama(input_ids=ids).logits
+    torch.testing.assert_close(again, wrapped, rtol=0, atol=0)  # corrections restored on exit
+    before = [s.clone() for s in get_state(tiny_llama)]
+    with torch.no_grad(), backbone_only(tiny_llama):  # no read, no write inside
+        tiny_llama(input_ids=ids)
+    after = get_state(tiny_llama)
+    assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))
+
+
+def test_the_kl_corpus_loss_is_zero_at_init_and_trains_only_the_memory(tiny_llama):
+    from delta_mem.experiments import lm_loss
+
+    ids = _ids()
+    attach_delta_mem(tiny_llama)
+    assert (
+        float(lm_loss(tiny_llama, ids, "kl").detach()) == 0.0
+    )  # zero corrections: the model is the backbone
+    _randomise_corrections(tiny_llama, 0.5)
+    loss = lm_loss(tiny_llama, ids, "kl")
+    assert float(loss.detach()) > 0
+    loss.backward()
+    mem = set(memory_parameters(tiny_llama))
+    grads = {n: p.grad for n, p in tiny_llama.named_parameters() if p.grad is not None}
+    assert grads and set(grads) <= mem
+    with pytest.raises(InputError, match="lm_loss"):
+        lm_loss(tiny_llama, ids, "mse")

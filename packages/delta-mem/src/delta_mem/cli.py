@@ -41,6 +41,12 @@ TRAIN_ARGS = [
     arg("--lr", type=float, default=3e-3, help="learning rate (default 3e-3)"),
     arg("--lm-weight", type=float, default=0.5, help="weight of the corpus next-token loss (default 0.5)"),
     arg("--lm-batch", type=int, default=2, help="corpus windows per step for that loss (default 2)"),
+    arg(
+        "--lm-loss",
+        choices=("ce", "kl"),
+        default="ce",
+        help="corpus loss: next-token cross-entropy, or KL to the frozen backbone's predictions (default ce)",
+    ),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
     arg(
         "--curriculum-steps",
@@ -92,6 +98,7 @@ def _train_config(args, check_window: bool = True, **kw):
         lr=check_number("--lr", getattr(args, "lr", 3e-3), low=0, low_open=True),
         lm_weight=check_number("--lm-weight", getattr(args, "lm_weight", 0.5), low=0),
         lm_batch=check_int("--lm-batch", getattr(args, "lm_batch", 2), low=1, high=256),
+        lm_loss=getattr(args, "lm_loss", "ce"),
         window=check_int("--window", args.window, low=64),
         n_history=check_int("--n-history", args.n_history, low=1),
         n_people=check_int("--people", args.people, low=1, high=MAX_PEOPLE),

@@ -24,7 +24,7 @@ from delta_mem.wrap import (
     memory_parameters,
     reset_state,
 )
-from papershelf.errors import InputError, MissingDependencyError
+from papershelf.errors import InputError, MissingDependencyError, check_choice
 
 TRAIN_BASE, EVAL_BASE = 1_000_000_000, 2_000_000_000
 
@@ -41,7 +41,8 @@ class TrainConfig:
     n_history: int = 1
     n_people: int = 3
     update_prob: float = 0.5
-    lm_weight: float = 0.5  # weight of the corpus next-token loss (keeps general ability)
+    lm_weight: float = 0.5  # weight of the corpus loss (keeps general ability)
+    lm_loss: str = "ce"  # "ce": next-token cross-entropy; "kl": KL(frozen backbone ‖ model) per token
     lm_batch: int = 2
     clip: float = 1.0
     seed: int = 0
@@ -139,13 +140,37 @@ def exact_solved(logits, window, mask) -> torch.Tensor:
     return right.all(dim=1)
 
 
-def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
+LM_LOSSES = ("ce", "kl")
+
+
+def lm_loss(model, ids: torch.Tensor, kind: str = "ce") -> torch.Tensor:
+    """The corpus loss on ``ids``: next-token cross-entropy (``ce``), or the mean per-token
+    KL(frozen backbone ‖ model) (``kl``: a distillation toward the backbone's own predictions, which
+    ask the trained parameters to leave in-window text alone rather than to fit it)."""
     from delta_mem.wrap import is_wrapped
 
+    check_choice("lm_loss", kind, LM_LOSSES)
     if is_wrapped(model):
         reset_state(model)
-    logits = model(input_ids=ids).logits
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+    logits = model(input_ids=ids).logits[:, :-1].float()
+    if kind == "ce":
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    with torch.no_grad(), _frozen(model):
+        ref = model(input_ids=ids).logits[:, :-1].float()
+    ref_logp = F.log_softmax(ref, -1).reshape(-1, ref.shape[-1])
+    logp = F.log_softmax(logits, -1).reshape(-1, logits.shape[-1])
+    return F.kl_div(logp, ref_logp, log_target=True, reduction="batchmean")
+
+
+def _frozen(model):
+    """A context in which ``model`` (δ-Mem-wrapped or a peft LoRA) computes its frozen backbone."""
+    from delta_mem.wrap import backbone_only, is_wrapped
+
+    if is_wrapped(model):
+        return backbone_only(model)
+    if hasattr(model, "disable_adapter"):
+        return model.disable_adapter()
+    raise InputError("lm_loss='kl' needs a δ-Mem-wrapped or peft model (the frozen reference)")
 
 
 # ---- training -------------------------------------------------------------------------------------------
@@ -178,7 +203,8 @@ def _train_loop(model, params, cfg: TrainConfig, *, use_history: bool, log=print
         total = loss
         if cfg.lm_weight > 0:
             src = corpus_windows if cfg.lm_source == "corpus" else random_windows
-            lm = lm_loss(model, src(cfg.lm_batch, cfg.window, TRAIN_BASE + cfg.seed * 7919 + step, "train"))
+            ids = src(cfg.lm_batch, cfg.window, TRAIN_BASE + cfg.seed * 7919 + step, "train")
+            lm = lm_loss(model, ids, cfg.lm_loss)
             total = total + cfg.lm_weight * lm
         opt.zero_grad(set_to_none=True)
         total.backward()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -177,6 +179,23 @@ def _add_correction(y: torch.Tensor, layer: DeltaMemLayer, target: str) -> torch
 
 def _add(y: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     return y + (delta if delta.dtype == y.dtype else delta.to(y.dtype))
+
+
+@contextmanager
+def backbone_only(model: nn.Module):
+    """Within the block the wrapped model computes the bare backbone: the projections' own forwards are
+    restored (the memory neither reads nor writes, its state stays as it was) and put back on exit."""
+    patched = []
+    try:
+        for mod in model.modules():
+            if isinstance(getattr(mod, ATTR, None), DeltaMemLayer):
+                for attr in PROJ.values():
+                    proj = getattr(mod, attr)
+                    patched.append((proj, proj.__dict__.pop("forward")))
+        yield model
+    finally:
+        for proj, forward in patched:
+            proj.forward = forward
 
 
 def reset_state(model: nn.Module) -> None:
