@@ -16,7 +16,9 @@ def test_bench_quick_writes_records(tmp_path, capsys):
     out, full = tmp_path / "b.json", tmp_path / "full.json"
     # a random tiny model recalls nothing: ratios over a zero baseline must still be finite, valid JSON
     # --window 64 is too short for a real run, but --quick replaces it with its own (it was refused)
-    assert main(["bench", "--quick", "--window", "64", "--out", str(out), "--result", str(full)]) == 0
+    saved = tmp_path / "adapters"
+    argv = ["bench", "--quick", "--window", "64", "--out", str(out), "--result", str(full)]
+    assert main([*argv, "--save-adapters", str(saved)]) == 0
     ratios = json.loads(full.read_text())["result"]["ratios_per_seed"]
     assert all(isinstance(v, float) for values in ratios.values() for v in values)
     recs = json.loads(out.read_text())
@@ -26,6 +28,13 @@ def test_bench_quick_writes_records(tmp_path, capsys):
         "in-window-ppl-quick",
     }
     assert all(r["package"] == "delta-mem" for r in recs)
+    from delta_mem.experiments import random_llama
+    from delta_mem.io import load_adapter
+
+    assert [p.name for p in saved.iterdir()] == ["delta-mem-seed0.safetensors"]
+    load_adapter(random_llama(0), saved / "delta-mem-seed0.safetensors")  # the quick run's backbone
+    assert main(["bench", "--quick", "--save-adapters", str(out), "--out", str(tmp_path / "c.json")]) == 2
+    assert "--save-adapters" in capsys.readouterr().err
 
 
 def test_bad_input_exits_2(capsys, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 from delta_mem import __version__
 from papershelf.cli import App, arg, check_threads, seed_value
@@ -341,22 +342,21 @@ def _run(args, quick: bool):
         "n_ppl": check_int("--n-ppl", args.n_ppl, low=1),
         "decode_steps": check_int("--decode-steps", args.decode_steps, low=1),
     }
+    save_dir = getattr(args, "save_adapters", None)
+    if save_dir is not None and Path(save_dir).exists() and not Path(save_dir).is_dir():
+        raise InputError(f"--save-adapters {save_dir} exists and is not a folder")
     if quick:
         if args.model is not None:
             raise InputError("--quick runs a random tiny model; drop --model (or drop --quick to use it)")
         tcfg = _train_config(args, check_window=False, lm_source="random", log_every=1)  # --window replaced
         tcfg.steps, tcfg.batch, tcfg.window, tcfg.lm_batch, tcfg.n_people = 2, 2, 96, 1, 2
         _check_window(tcfg)
-        return comparison("", (args.seed,), tcfg, mcfg, n_eval=4, n_ppl=2, decode_steps=4, quick=True)
+        return comparison(
+            "", (args.seed,), tcfg, mcfg, n_eval=4, n_ppl=2, decode_steps=4, quick=True, save_dir=save_dir
+        )
     tcfg = _train_config(args)
     seeds = tuple(check_int("--seeds entry", s, low=0) for s in args.seeds)
-    return comparison(
-        _model(args),
-        seeds,
-        tcfg,
-        mcfg,
-        **sizes,
-    )
+    return comparison(_model(args), seeds, tcfg, mcfg, **sizes, save_dir=save_dir)
 
 
 def _print_targets(result):
@@ -400,6 +400,12 @@ def _print_targets(result):
             help="no training: merge --result files of runs that differ only in the seed",
         ),
         arg("--plot", default=None, metavar="FILE.png"),
+        arg(
+            "--save-adapters",
+            default=None,
+            metavar="DIR",
+            help="also keep each seed's trained δ-Mem adapter in DIR (delta-mem-seed{N}.safetensors)",
+        ),
     ],
     common=("out", "seed"),
 )

@@ -502,11 +502,20 @@ def comparison(
     decode_steps: int = 64,
     log=print,
     quick: bool = False,
+    save_dir: str | Path | None = None,
 ) -> dict:
+    """Every seed's systems side by side; ``save_dir``: also keep each seed's trained δ-Mem adapter there
+    (``delta-mem-seed{seed}.safetensors``, loadable by ``delta-mem eval``) as soon as it is evaluated."""
+    from delta_mem.io import save_adapter
+
     mcfg = (mcfg or DeltaMemConfig()).validate()
     rows = []
     for seed in seeds:
         rows.append(run_seed(model_name, seed, tcfg, mcfg, n_eval=n_eval, n_ppl=n_ppl, log=log, quick=quick))
+        if save_dir is not None:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(save_dir) / f"delta-mem-seed{seed}.safetensors"
+            log(f"wrote {save_adapter(rows[-1]['_mem_model'], path)}")
     last = rows[-1]
     dec = decode_overhead(last.pop("_backbone"), last.pop("_mem_model"), steps=decode_steps)
     for r in rows:
