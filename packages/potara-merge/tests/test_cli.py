@@ -274,3 +274,21 @@ def test_absurd_round_count_is_refused_before_any_work(capsys):
     """Every round's global adapter is kept for the curves: --rounds had no upper bound."""
     assert main(["simulate", "--rounds", "1000000000"]) == 2
     assert "--rounds" in capsys.readouterr().err
+
+
+def test_engine_choice_and_a_missing_flower_are_one_line_errors(monkeypatch, capsys):
+    import builtins
+
+    assert main(["simulate", "--engine", "ray"]) == 2
+    assert "--engine" in capsys.readouterr().err
+    real_import = builtins.__import__
+
+    def no_flwr(name, *args, **kw):
+        if name == "flwr" or name.startswith("flwr."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_flwr)
+    assert main(["simulate", "--engine", "flower", "--clients", "2", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err  # said before any training starts
+    assert "flwr" in err and "potara-merge[flower]" in err

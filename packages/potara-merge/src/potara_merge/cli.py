@@ -68,6 +68,13 @@ SIM_ARGS = [
         default="base",
         help="Potara's local adapter starts from the base (default) or from its federated adapter",
     ),
+    arg(
+        "--engine",
+        choices=("loop", "flower"),
+        default="loop",
+        help="federated rounds in the in-process loop (default) or on Flower's simulation engine "
+        "(needs potara-merge[flower])",
+    ),
     arg("--diagnose", action="store_true", help="log per-client a, b, c, λ*, held-out losses, acc vs λ"),
     arg("--threads", type=int, default=1, help="torch CPU threads (default 1)"),
     *TASK_ARGS,
@@ -94,6 +101,7 @@ def _config(args, **over):
         mode=args.mode,
         fisher=args.fisher,
         local_init=args.local_init,
+        engine=args.engine,
         diagnose=args.diagnose,
         task=args.task,
         lm=args.lm,

@@ -62,6 +62,7 @@ class SimConfig:
     damping: float = 1e-3
     mode: str = "factors"
     local_init: str = "base"  # Potara's local adapter starts from the pretrained base or the federated one
+    engine: str = "loop"  # the federated rounds: the in-process loop, or Flower's simulation engine
     diagnose: bool = False  # log per-client a, b, c, λ*, held-out losses and accuracy-vs-λ
     pretrain_steps: int = 300
     public_frac: float = 0.15
@@ -106,6 +107,12 @@ class SimConfig:
             raise InputError(f"--mode must be factors or product; got {self.mode!r}")
         if self.local_init not in ("base", "federated"):
             raise InputError(f"--local-init must be base or federated; got {self.local_init!r}")
+        if self.engine not in ("loop", "flower"):
+            raise InputError(f"--engine must be loop or flower; got {self.engine!r}")
+        if self.engine == "flower":  # missing flwr is said before any training, not after pretraining
+            from potara_merge.flower import require_flower
+
+            require_flower()
         if self.fisher not in ("empirical", "expected"):
             raise InputError(f"--fisher must be empirical or expected; got {self.fisher!r}")
         return self
@@ -156,6 +163,15 @@ def federation(cfg: SimConfig, seed: int):
     )
 
 
+def _fedavg_engine(engine: str):
+    """The federated phase: the in-process loop, or the same rounds carried by Flower (``flwr``)."""
+    if engine == "flower":
+        from potara_merge.flower import fedavg_flower
+
+        return fedavg_flower
+    return fedavg
+
+
 def build_models(cfg: SimConfig, fed, seed: int):
     """The LoRA model the methods share, and a factory for the same base with a rank-2r adapter (where
     product-mode merges are evaluated). Digits: an MLP pretrained on the public split; text: the LM."""
@@ -197,7 +213,7 @@ def run_seed(cfg: SimConfig, seed: int, *, log=print) -> dict:
         {max(1, round(R * k / cfg.ft_curve_points)) for k in range(1, cfg.ft_curve_points + 1)}
     )
     curve_rounds = sorted({*range(0, R + 1, cfg.curve_every), R, Rp})
-    run = fedavg(
+    run = _fedavg_engine(cfg.engine)(
         model,
         clients,
         init,
