@@ -284,6 +284,13 @@ def accuracy(model: nn.Module, state: State, X: torch.Tensor, y: torch.Tensor) -
     return float((model(X).argmax(1) == y).float().mean())
 
 
+def check_clients(clients: list) -> None:
+    """Every client must hold training data (named otherwise), before any round starts."""
+    for c in clients:
+        if c.n_train == 0:
+            raise InputError(f"client {c.cid} has no training data")
+
+
 @dataclass
 class FedAvgResult:
     checkpoints: dict[int, State]  # round -> global adapter after that round (0 = the initial adapter)
@@ -311,9 +318,7 @@ def fedavg(
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
-    for c in clients:
-        if c.n_train == 0:
-            raise InputError(f"client {c.cid} has no training data")
+    check_clients(clients)
     keep = set(range(rounds + 1)) if checkpoints is None else set(checkpoints) | {0, rounds}
     meter = CommMeter()
     w = {k: v.clone() for k, v in init.items()}

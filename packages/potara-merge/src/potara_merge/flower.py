@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from papershelf.errors import InputError, MissingDependencyError
-from potara_merge.federated import CommMeter, FedAvgResult, State, train
+from potara_merge.federated import CommMeter, FedAvgResult, State, check_clients, train
 
 
 def require_flower() -> None:
@@ -71,9 +71,7 @@ def fedavg_flower(
     require_flower()
     if rounds < 1:
         raise InputError(f"rounds must be >= 1 on the Flower engine, got {rounds}")
-    for c in clients:
-        if c.n_train == 0:
-            raise InputError(f"client {c.cid} has no training data")
+    check_clients(clients)
     from flwr.client import ClientApp, NumPyClient
     from flwr.common import Context, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server import ServerApp, ServerAppComponents, ServerConfig
