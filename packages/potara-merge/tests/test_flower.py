@@ -46,3 +46,19 @@ def test_flower_fedavg_equals_the_in_process_loop_and_meters_the_same_bytes():
         for s_f, s_l in zip([w_f, *locs_f], [w_l, *locs_l], strict=True):
             for k in init:
                 assert_close(s_f[k], s_l[k], rtol=1e-5, atol=1e-6)
+
+
+def test_flower_engine_refuses_bad_arguments_before_starting_ray():
+    from potara_merge.flower import fedavg_flower
+
+    from papershelf.errors import InputError
+
+    model = lora_model(base_mlp(64, 16, 10), rank=2, alpha=4.0)
+    init = get_state(model)
+    clients = [_client(0, 20), _client(1, 0)]
+    with pytest.raises(InputError, match="rounds"):
+        fedavg_flower(model, clients[:1], init, rounds=0)
+    with pytest.raises(InputError, match="cpus_per_client"):
+        fedavg_flower(model, clients[:1], init, rounds=1, cpus_per_client=0)
+    with pytest.raises(InputError, match="client 1 has no training data"):
+        fedavg_flower(model, clients, init, rounds=1)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from papershelf.errors import InputError, MissingDependencyError
+from papershelf.errors import InputError, MissingDependencyError, check_number
 from potara_merge.federated import CommMeter, FedAvgResult, State, check_clients, train
 
 
@@ -71,6 +71,7 @@ def fedavg_flower(
     require_flower()
     if rounds < 1:
         raise InputError(f"rounds must be >= 1 on the Flower engine, got {rounds}")
+    check_number("cpus_per_client", cpus_per_client, low=0, low_open=True)
     check_clients(clients)
     from flwr.client import ClientApp, NumPyClient
     from flwr.common import Context, ndarrays_to_parameters, parameters_to_ndarrays
