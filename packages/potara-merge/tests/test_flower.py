@@ -39,6 +39,7 @@ def test_flower_fedavg_equals_the_in_process_loop_and_meters_the_same_bytes():
     size = state_bytes(init)
     assert flower.bytes_at == loop.bytes_at == {r: 2 * r * len(clients) * size for r in range(3)}
     assert flower.meter.up_messages == flower.meter.down_messages == 2 * len(clients)
+    assert loop.wire_bytes is None  # the loop serialises nothing
     assert flower.wire_bytes > flower.meter.total  # Flower's .npy buffers carry a header per tensor
     # on_round (Ditto's and APFL's hook) saw the same rounds, globals and client states, in client order
     assert [r for r, _, _ in seen["flower"]] == [r for r, _, _ in seen["loop"]] == [1, 2]

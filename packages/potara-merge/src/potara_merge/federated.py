@@ -296,6 +296,7 @@ class FedAvgResult:
     checkpoints: dict[int, State]  # round -> global adapter after that round (0 = the initial adapter)
     bytes_at: dict[int, int]  # round -> cumulative bytes
     meter: CommMeter
+    wire_bytes: int | None = None  # what a framework actually serialised (Flower engine); None in the loop
 
 
 def fedavg(

@@ -147,7 +147,6 @@ def fedavg_flower(
         return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # no accelerator on CPU runs
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
     flwr_logger.setLevel(logging.ERROR)  # an INFO line per message, and a deprecation notice per run
@@ -165,6 +164,4 @@ def fedavg_flower(
     if errors or meter.rounds != rounds:
         why = errors[0] if errors else f"the simulation ended after {meter.rounds} of {rounds} rounds"
         raise InputError(f"Flower simulation failed: {why}")
-    result = FedAvgResult(record["ck"], record["bytes"], meter)
-    result.wire_bytes = record["wire"]
-    return result
+    return FedAvgResult(record["ck"], record["bytes"], meter, wire_bytes=record["wire"])
