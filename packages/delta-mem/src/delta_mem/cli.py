@@ -29,6 +29,12 @@ MEM_ARGS = [
     arg("--targets", nargs="+", default=["q", "o"], help="projections corrected (default q o)"),
     arg("--layers", type=int, nargs="+", default=None, help="attention layers to wrap (default: all)"),
     arg("--beta-bias", type=float, default=-1.5, help="initial write-gate bias b_beta (default -1.5)"),
+    arg(
+        "--decode-backend",
+        default="auto",
+        help="decode step: c (fused C step, built once with the system compiler), torch, or auto "
+        "(c where it can run; default)",
+    ),
 ]
 DATA_ARGS = [
     arg("--window", type=int, default=128, help="attention window = tokens per session window (default 128)"),
@@ -86,6 +92,7 @@ def _mem_config(args):
         delta_targets=tuple(args.targets),
         layers=None if args.layers is None else tuple(args.layers),
         beta_bias_init=args.beta_bias,
+        decode_backend=args.decode_backend,
     ).validate()
 
 
@@ -546,6 +553,7 @@ def _merge(paths):
 def _decode_only(args) -> None:
     import copy
 
+    from delta_mem.decode_c import kernel_status
     from delta_mem.experiments import TIMING_SHAPES, decode_overhead, load_backbone, timing_llama
     from delta_mem.wrap import attach_delta_mem
     from papershelf.bench import record, write_records
@@ -559,17 +567,18 @@ def _decode_only(args) -> None:
     attach_delta_mem(wrapped, _mem_config(args))
     steps = check_int("--decode-steps", args.decode_steps, low=1)
     d = decode_overhead(backbone, wrapped, steps=steps, repeat=9)
+    step = "torch" if args.decode_backend == "torch" else kernel_status()
     print(
         f"{label}: decode per token backbone {d['backbone_s_per_token'] * 1e3:.2f} ms, "
         f"δ-Mem {d['delta_mem_s_per_token'] * 1e3:.2f} ms, ratio {d['ratio']:.3f} "
-        f"(median of {d['repeats']} interleaved runs of {steps} steps, batch 1)"
+        f"(median of {d['repeats']} interleaved runs of {steps} steps, batch 1; decode step: {step})"
     )
     if args.out:
         rec = record(
             package="delta-mem",
             version=__version__,
             benchmark=f"decode-time-per-token-{label}",
-            setting={"model": label, "steps": steps, "threads": args.threads},
+            setting={"model": label, "steps": steps, "threads": args.threads, "decode_step": step},
             metric="seconds per decode step with a KV cache, batch 1 (median of interleaved runs)",
             better="lower",
             candidate="delta-mem",

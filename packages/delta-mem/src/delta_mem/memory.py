@@ -15,16 +15,22 @@ the segment's last token; reads still happen at every token.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import operator
 from dataclasses import asdict, dataclass, field, fields
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from delta_mem.decode_c import UPDATE_MODE_CODES, Plan, kernel_status, kernels
 from delta_mem.scan import BACKENDS, UPDATE_MODES, gate_coefficients, scan
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 GRANULARITIES = ("token", "sentence", "message")
+_WEIGHT = operator.itemgetter("weight")
+DECODE_BACKENDS = ("auto", "c", "torch")
 DELTA_TARGETS = ("q", "k", "v", "o")
 # Byte-level boundaries (the testbed tokenizer maps byte b to id b): . ! ? newline for sentences,
 # newline for messages. Other tokenizers pass their own ``boundary_ids``.
@@ -41,7 +47,9 @@ class DeltaMemConfig:
     ``couple_lambda`` ties λ = 1 − β, ``state_update_mode`` one of ``standard``, ``lambda_outside``,
     ``no_lambda``; ``delta_targets`` the projections that receive corrections; ``write_granularity`` one
     of ``token``, ``sentence``, ``message``; ``boundary_ids`` overrides the segment-end token ids;
-    ``layers`` the decoder-layer indices to wrap (None: all); ``backend`` the scan backend.
+    ``layers`` the decoder-layer indices to wrap (None: all); ``backend`` the scan backend;
+    ``decode_backend`` how a single-token decode step runs: ``c`` the fused C step (``decode_c.py``;
+    an error when it cannot run that step), ``torch`` the torch twin, ``auto`` C when it can, else torch.
     """
 
     rank: int = 8
@@ -56,6 +64,7 @@ class DeltaMemConfig:
     boundary_ids: tuple[int, ...] | None = None
     layers: tuple[int, ...] | None = None
     backend: str = "auto"
+    decode_backend: str = "auto"
     chunk: int = 32
     check_finite: bool = True
     extra: dict = field(default_factory=dict)
@@ -70,6 +79,7 @@ class DeltaMemConfig:
         check_choice("state_update_mode", self.state_update_mode, UPDATE_MODES)
         check_choice("write_granularity", self.write_granularity, GRANULARITIES)
         check_choice("backend", self.backend, BACKENDS)
+        check_choice("decode_backend", self.decode_backend, DECODE_BACKENDS)
         self.chunk = check_int("chunk", self.chunk, low=1)
         for name in ("couple_lambda", "check_finite"):
             if not isinstance(getattr(self, name), bool):
@@ -125,6 +135,18 @@ class DeltaMemConfig:
         return cls(**d).validate()
 
 
+class _KernelPlan(NamedTuple):
+    """The C decode step's fixed arguments for one layer and what they point into."""
+
+    key: tuple
+    struct: object  # ctypes pointer to a Plan
+    kernel: object  # the ctypes function for the dtype
+    dtype: torch.dtype
+    deltas: dict  # target -> correction buffer, (B, 1, out), or (out,) for one sequence
+    reads: torch.Tensor  # (B, 1, heads * rank) buffer
+    held: tuple
+
+
 class _Context:
     """Per-model shared data: the current forward's input ids (for segment boundaries)."""
 
@@ -153,14 +175,35 @@ class DeltaMemLayer(nn.Module):
         for lin in self.deltas.values():
             nn.init.zeros_(lin.weight)
         self.scale = cfg.alpha / r
+        # the correction weights' parameter dicts, in the order of ``deltas``: read by every C decode step
+        self._delta_params = [lin._parameters for lin in self.deltas.values()]
+        self._plan: _KernelPlan | None = None  # the C decode step's fixed arguments
+        self._kernel_state: torch.Tensor | None = None  # the state the C step updates in place
         self.state: torch.Tensor | None = None  # (B, H, r, r)
         self.acc_sum: torch.Tensor | None = None  # segment accumulators (non-token granularity)
         self.acc_n: torch.Tensor | None = None
         self.reads: torch.Tensor | None = None  # (B, T, H*r) of the forward in progress
+        self.kernel_deltas: dict[str, torch.Tensor] | None = None  # the C step's corrections, by target
         self.context: _Context | None = None
 
+    # Plain per-step attributes (never parameters, buffers or submodules), written several times per layer
+    # and token: nn.Module.__setattr__'s bookkeeping would cost more than the C decode step itself.
+    _PLAIN = frozenset(("state", "acc_sum", "acc_n", "reads", "kernel_deltas", "_kernel_state", "_plan"))
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in DeltaMemLayer._PLAIN:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __getstate__(self) -> dict:
+        # copies and pickles start without the C step's plan (ctypes pointers cannot be copied)
+        state = dict(super().__getstate__())
+        state["_plan"] = state["_kernel_state"] = None
+        return state
+
     def reset(self) -> None:
-        self.state = self.acc_sum = self.acc_n = self.reads = None
+        self.state = self.acc_sum = self.acc_n = self.reads = self.kernel_deltas = self._kernel_state = None
 
     def detach_state(self) -> None:
         for name in ("state", "acc_sum", "acc_n"):
@@ -234,6 +277,97 @@ class DeltaMemLayer(nn.Module):
             coef = write * z[:, 2] - erase * rk[..., 1]
             self.state = keep[..., None] * S + coef[..., None] * k[:, :, None, :]
         return self.scale * rk[..., 0].reshape(B, 1, H * r)
+
+    def decode_with_kernel(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The fused C decode step for one token of ``x`` (B, 1, d): returns the scaled reads like
+        :meth:`forward` (in a buffer the next step reuses) and leaves each corrected projection's
+        ``W_Δ reads`` in ``kernel_deltas`` ((out,) for one sequence, else (B, 1, out)); None (nothing
+        done) where the C step does not apply and :meth:`forward` must run instead.
+
+        It applies to a token-granularity decode step (a state exists) of a float32/float64 memory on the
+        CPU with autograd off (the C step records no graph), as in ``generate``. With
+        ``decode_backend='c'`` a decode step it cannot run is an error instead of a silent fallback.
+        This runs once per layer and token, so the usual step is a handful of attribute reads: whatever
+        can change between steps (the weights' storage, the batch, the input's dtype and device, the
+        config) is in the plan's key, and anything else rebuilds the plan or refuses."""
+        cfg, S = self.cfg, self.state
+        if S is None or cfg.decode_backend == "torch" or x.dim() != 3 or x.shape[1] != 1:
+            return None  # the first call (no state yet) and prefills run the checked scan
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return self._refuse("autograd is on (the C step records no graph; decode under torch.no_grad())")
+        ip = self._modules["in_proj"]._parameters
+        key = (
+            x.shape, x.dtype, x.is_cpu, cfg.state_update_mode, cfg.couple_lambda, cfg.write_granularity,
+            ip["weight"].data_ptr(), ip["bias"].data_ptr(),
+            *map(torch.Tensor.data_ptr, map(_WEIGHT, self._delta_params)),  # no Python frame per item
+        )  # fmt: skip
+        plan = self._plan
+        if plan is None or plan.key != key:
+            plan = self._build_plan(x, key)
+            if isinstance(plan, str):
+                return self._refuse(plan)
+        if S is not self._kernel_state:
+            # the first C step after a prefill (or any other write of the state): a private contiguous
+            # copy, which the C steps then update in place. A fresh tensor, never one the caller or an
+            # autograd graph may hold, so in-place writes (invisible to autograd) cannot corrupt them.
+            if S.shape[0] != x.shape[0]:
+                return None  # the checked path names the error
+            S = self._kernel_state = torch.empty(S.shape, dtype=plan.dtype).copy_(S)
+        x = x.contiguous()  # bound to a name: a temporary's memory would be freed before the kernel reads it
+        ptr = S.data_ptr()
+        plan.kernel(plan.struct, x.data_ptr(), ptr, ptr, plan.reads.data_ptr(), x.shape[0])
+        step = self.__dict__  # plain per-step attributes, written directly (see __setattr__)
+        step["state"], step["kernel_deltas"] = S, plan.deltas
+        return plan.reads
+
+    def _refuse(self, why: str) -> None:
+        if self.cfg.decode_backend == "c":
+            raise InputError(
+                f"decode_backend='c' cannot run this decode step of δ-Mem layer {self.index}: {why}"
+            )
+        return None
+
+    def _build_plan(self, x: torch.Tensor, key: tuple) -> _KernelPlan | str | None:
+        """The C step's fixed arguments for this layer, or why the C step cannot run (a string). Rebuilt
+        whenever the key changes: a weight moved (``.to()``, a reload), the batch, the input or the config."""
+        cfg = self.cfg
+        fns = kernels()
+        if fns is None:
+            return kernel_status()
+        if cfg.write_granularity != "token":
+            return f"write_granularity={cfg.write_granularity!r} (only 'token' has a C step)"
+        ip = self._modules["in_proj"]._parameters
+        W = ip["weight"]
+        weights = (W, ip["bias"], *[m["weight"] for m in self._delta_params])
+        if not (x.is_cpu and W.is_cpu):  # a device address would crash the C step
+            return f"the input is on {x.device}, the memory on {W.device} (the C step runs on the CPU)"
+        if W.dtype not in (torch.float32, torch.float64) or x.dtype != W.dtype:
+            return (
+                f"the input is {x.dtype}, the memory {W.dtype} (the C step takes float32 or float64, alike)"
+            )
+        if any(w.dtype != W.dtype or not w.is_contiguous() for w in weights):
+            return "the memory's weights are not all contiguous and of one dtype"  # copies would go stale
+        if x.shape[2] != W.shape[1]:
+            return f"the input has width {x.shape[2]}, the memory expects {W.shape[1]}"
+        B, H, r = x.shape[0], cfg.heads, cfg.rank
+        z, reads = W.new_empty(W.shape[0]), W.new_empty(B, 1, H * r)
+        outs = {t: W.new_empty(B, 1, lin.out_features) for t, lin in self.deltas.items()}
+        # one sequence: the projections take their correction as a bias, (out,)-shaped views of outs
+        ready = {t: o.view(-1) for t, o in outs.items()} if B == 1 else outs
+        struct = Plan(
+            w_in=W.data_ptr(), b_in=weights[1].data_ptr(), z=z.data_ptr(), d=W.shape[1], heads=H, r=r,
+            n_groups=W.shape[0] // (H * r), mode=UPDATE_MODE_CODES[cfg.state_update_mode],
+            couple=int(cfg.couple_lambda), scale=self.scale,
+        )  # fmt: skip
+        for slot, (t, w) in enumerate(zip(outs, weights[2:], strict=True)):
+            struct.dw[slot], struct.dout[slot], struct.dn[slot] = w.data_ptr(), outs[t].data_ptr(), w.shape[0]
+        kernel = fns[str(W.dtype).removeprefix("torch.")]
+        # holds every tensor the struct points into, so the pointers stay valid as long as the plan
+        self._plan = _KernelPlan(
+            key, ctypes.pointer(struct), kernel, W.dtype, ready, reads, (weights, z, outs)
+        )
+        self._kernel_state = None  # the next step copies the state afresh (and checks its batch)
+        return self._plan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Read (before write) for every token of ``x`` (B, T, d), update the state; returns the reads

@@ -89,7 +89,7 @@ def attach_delta_mem(
         layer = DeltaMemLayer(_hidden_size(attn), dims, cfg, index).to(device)
         layer.context = ctx
         setattr(attn, ATTR, layer)
-        for t in PROJ:
+        for t in _patched_targets(cfg):
             proj = getattr(attn, PROJ[t])
             proj.forward = _PatchedForward(proj, layer, t, t in cfg.delta_targets)
         names.append(name)
@@ -104,6 +104,14 @@ def attach_delta_mem(
     model._delta_mem_handles = handles
     model._delta_mem_config = cfg
     return names
+
+
+def _patched_targets(cfg: DeltaMemConfig) -> tuple[str, ...]:
+    """The projections whose forward is patched: the corrected ones, ``o`` (it ends each attention call)
+    and ``q`` when no input projection is corrected (one of them must run the memory). The others keep
+    their own forward: a patched call costs a few microseconds per layer and token."""
+    inputs = [t for t in ("q", "k", "v") if t in cfg.delta_targets] or ["q"]
+    return (*inputs, "o")
 
 
 def detach_delta_mem(model: nn.Module) -> None:
@@ -147,33 +155,50 @@ def _make_ids_hook(ctx: _Context):
 class _PatchedForward:
     """A projection's own forward, patched on the instance (its parameters and state-dict names stay).
 
-    The first of q/k/v in an attention call runs the memory on the attention's input (read before write);
-    a targeted projection adds its correction; ``o_proj``, the last, ends the call. Patching the forward
-    instead of registering module hooks keeps the per-token cost of a decode step low. A plain object
-    (not a closure), so ``copy.deepcopy`` and pickling of a wrapped model keep it pointing at the copy."""
+    The first patched one of q/k/v in an attention call runs the memory on the attention's input (read
+    before write); a targeted projection adds its correction; ``o_proj``, the last, ends the call.
+    Patching the forward instead of registering module hooks keeps the per-token cost of a decode step
+    low. A plain object (not a closure), so ``copy.deepcopy`` and pickling of a wrapped model keep it
+    pointing at the copy."""
 
     def __init__(self, proj: nn.Linear, layer: DeltaMemLayer, target: str, corrected: bool) -> None:
         self.proj, self.layer, self.target, self.corrected = proj, layer, target, corrected
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        layer = self.layer
-        y = nn.functional.linear(x, self.proj.weight, self.proj.bias)
-        if self.target == "o":
-            if self.corrected and layer.reads is not None:
-                y = _add_correction(y, layer, "o")
-            layer.reads = None
-            return y
-        if layer.reads is None:
-            layer.reads = layer(x)
-        return _add_correction(y, layer, self.target) if self.corrected else y
+        layer, proj, target = self.layer, self.proj, self.target
+        # the per-step attributes are written straight into the layer's __dict__: on a small backbone
+        # every Python-level call per layer and token shows in the decode time
+        step = layer.__dict__
+        if target != "o" and step["reads"] is None:
+            reads = layer.decode_with_kernel(x)  # the fused C decode step where it applies
+            if reads is None:
+                step["kernel_deltas"] = None
+                reads = layer(x)
+            step["reads"] = reads
+        if not self.corrected or step["reads"] is None:
+            y = nn.functional.linear(x, proj.weight, proj.bias)
+        else:
+            ready = step["kernel_deltas"]
+            delta = None if ready is None else ready[target]  # (out,) for one sequence, else (B, 1, out)
+            if delta is not None and delta.dim() == 1 and proj.bias is None and delta.dtype == x.dtype:
+                y = nn.functional.linear(x, proj.weight, delta)  # the correction rides in as the bias
+            else:
+                y = _corrected_linear(x, proj, layer, target)
+        if target == "o":  # the attention call ends
+            step["reads"] = step["kernel_deltas"] = None
+        return y
 
 
-def _add_correction(y: torch.Tensor, layer: DeltaMemLayer, target: str) -> torch.Tensor:
-    """y + W_Δ reads; one fused in-place ``addmm_`` on the projection's fresh output when dtypes agree."""
-    reads, weight = layer.reads, layer.deltas[target].weight
-    if reads.dtype != y.dtype or weight.dtype != y.dtype or not y.is_contiguous():
+def _corrected_linear(x: torch.Tensor, proj: nn.Linear, layer: DeltaMemLayer, target: str) -> torch.Tensor:
+    """The projection of ``x`` plus its correction ``W_Δ reads``: the C decode step's ready correction
+    added, or one fused in-place ``addmm_`` on the projection's fresh output when dtypes agree."""
+    y = nn.functional.linear(x, proj.weight, proj.bias)
+    if layer.kernel_deltas is not None:
+        return y.add_(layer.kernel_deltas[target])
+    reads, w_delta = layer.reads, layer.deltas[target].weight
+    if reads.dtype != y.dtype or w_delta.dtype != y.dtype or not y.is_contiguous():
         return _add(y, layer.correction(target))
-    y.view(-1, y.shape[-1]).addmm_(reads.reshape(-1, reads.shape[-1]), weight.t())
+    y.view(-1, y.shape[-1]).addmm_(reads.reshape(-1, reads.shape[-1]), w_delta.t())
     return y
 
 
@@ -191,7 +216,8 @@ def backbone_only(model: nn.Module):
             if isinstance(getattr(mod, ATTR, None), DeltaMemLayer):
                 for attr in PROJ.values():
                     proj = getattr(mod, attr)
-                    patched.append((proj, proj.__dict__.pop("forward")))
+                    if "forward" in proj.__dict__:
+                        patched.append((proj, proj.__dict__.pop("forward")))
         yield model
     finally:
         for proj, forward in patched:
