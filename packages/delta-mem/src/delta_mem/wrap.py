@@ -97,11 +97,8 @@ def attach_delta_mem(
     # must see its own ids too, and the ids are dropped after each call so no later call can reuse them
     inner = getattr(model, "model", None)
     target = inner if isinstance(inner, nn.Module) and hasattr(inner, "embed_tokens") else model
-    handles = [
-        target.register_forward_pre_hook(_make_ids_hook(ctx), with_kwargs=True),
-        target.register_forward_hook(lambda *_: setattr(ctx, "input_ids", None)),
-    ]
-    model._delta_mem_handles = handles
+    target.forward = _StackForward(target, ctx)
+    model._delta_mem_handles = [_StackForwardHandle(target)]
     model._delta_mem_config = cfg
     return names
 
@@ -142,14 +139,34 @@ def _refuse_gradient_checkpointing(module: nn.Module) -> None:
             )
 
 
-def _make_ids_hook(ctx: _Context):
-    def hook(module, args, kwargs):
+class _StackForward:
+    """The decoder stack's own forward, patched on the instance: it refuses gradient checkpointing and
+    shows the call's input ids to the memory layers (segment boundaries), dropping them after the call so
+    no later call can reuse them. An instance forward rather than module hooks: hooks would put every
+    call of the stack on torch's slower hook-dispatch path, decode steps included."""
+
+    def __init__(self, module: nn.Module, ctx: _Context) -> None:
+        self.module, self.ctx = module, ctx
+
+    def __call__(self, *args, **kwargs):
+        module = self.module
         _refuse_gradient_checkpointing(module)
         ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
-        ctx.input_ids = ids
-        return None
+        self.ctx.input_ids = ids
+        try:
+            return type(module).forward(module, *args, **kwargs)
+        finally:
+            self.ctx.input_ids = None
 
-    return hook
+
+class _StackForwardHandle:
+    """Removes the patched stack forward (as a hook handle would)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+
+    def remove(self) -> None:
+        self.module.__dict__.pop("forward", None)
 
 
 class _PatchedForward:
