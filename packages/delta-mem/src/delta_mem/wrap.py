@@ -189,8 +189,12 @@ class _PatchedForward:
         if target != "o" and step["reads"] is None:
             reads = layer.decode_with_kernel(x)  # the fused C decode step where it applies
             if reads is None:
+                # the torch path, projection first: autograd sums x's gradient in this graph's order,
+                # and the releases whose trained results the README reports used it (bit-for-bit)
+                y = nn.functional.linear(x, proj.weight, proj.bias)
                 step["kernel_deltas"] = None
-                reads = layer(x)
+                step["reads"] = layer(x)
+                return _add_correction(y, layer, target) if self.corrected else y
             step["reads"] = reads
         if not self.corrected or step["reads"] is None:
             y = nn.functional.linear(x, proj.weight, proj.bias)
@@ -207,11 +211,15 @@ class _PatchedForward:
 
 
 def _corrected_linear(x: torch.Tensor, proj: nn.Linear, layer: DeltaMemLayer, target: str) -> torch.Tensor:
-    """The projection of ``x`` plus its correction ``W_Δ reads``: the C decode step's ready correction
-    added, or one fused in-place ``addmm_`` on the projection's fresh output when dtypes agree."""
+    """The projection of ``x`` plus its correction ``W_Δ reads``."""
     y = nn.functional.linear(x, proj.weight, proj.bias)
     if layer.kernel_deltas is not None:
         return y.add_(layer.kernel_deltas[target])
+    return _add_correction(y, layer, target)
+
+
+def _add_correction(y: torch.Tensor, layer: DeltaMemLayer, target: str) -> torch.Tensor:
+    """y + W_Δ reads; one fused in-place ``addmm_`` on the projection's fresh output when dtypes agree."""
     reads, w_delta = layer.reads, layer.deltas[target].weight
     if reads.dtype != y.dtype or w_delta.dtype != y.dtype or not y.is_contiguous():
         return _add(y, layer.correction(target))
