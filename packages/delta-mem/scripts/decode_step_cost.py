@@ -1,4 +1,4 @@
-"""What one δ-Mem decode step costs inside a model versus alone (one thread):
+"""What one δ-Mem decode step of the torch twin costs inside a model versus alone (one thread):
 
     python scripts/decode_step_cost.py [--model tiny-m]
 
@@ -24,7 +24,7 @@ def main() -> None:
     torch.set_num_threads(1)
     backbone, label = load_backbone(args.model)
     model = copy.deepcopy(backbone)
-    attach_delta_mem(model, DeltaMemConfig())
+    attach_delta_mem(model, DeltaMemConfig(decode_backend="torch"))  # the torch twin is what is timed
     prompt = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(0))
     step, inside = DeltaMemLayer._decode_step, []
 

@@ -192,3 +192,20 @@ def test_build_reuses_its_cache_and_names_a_missing_or_failing_compiler(tmp_path
     lib = build(tmp_path)
     stamp = lib.stat().st_mtime_ns
     assert build(tmp_path) == lib and lib.stat().st_mtime_ns == stamp  # built once, then reused
+
+
+def test_an_adapter_does_not_carry_the_decode_backend_and_set_decode_backend_checks(tiny_llama, tmp_path):
+    from delta_mem.io import load_adapter, save_adapter
+    from delta_mem.wrap import set_decode_backend
+
+    with pytest.raises(InputError, match="no δ-Mem attached"):
+        set_decode_backend(tiny_llama, "torch")
+    backbone = copy.deepcopy(tiny_llama)
+    attach_delta_mem(tiny_llama, DeltaMemConfig(decode_backend="c"))
+    save_adapter(tiny_llama, tmp_path / "m.safetensors")
+    cfg = load_adapter(backbone, tmp_path / "m.safetensors")
+    assert cfg.decode_backend == "auto"  # the loading machine's choice, not the memory's
+    set_decode_backend(backbone, "torch")
+    assert all(layer.cfg.decode_backend == "torch" for layer in memory_layers(backbone))
+    with pytest.raises(InputError, match="decode_backend"):
+        set_decode_backend(backbone, "gpu")

@@ -114,6 +114,9 @@ class DeltaMemConfig:
 
     def to_json(self) -> str:
         d = asdict(self)
+        # where a memory's decode step runs is the loading machine's choice (it may have no C compiler),
+        # not part of the memory: adapters load with "auto" and set_decode_backend() changes it
+        d.pop("decode_backend")
         return json.dumps(d, sort_keys=True)
 
     @classmethod

@@ -7,8 +7,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from delta_mem.memory import DeltaMemConfig, DeltaMemLayer, _Context
-from papershelf.errors import InputError
+from delta_mem.memory import DECODE_BACKENDS, DeltaMemConfig, DeltaMemLayer, _Context
+from papershelf.errors import InputError, check_choice
 
 ATTR = "delta_mem"  # the memory module's attribute name on each wrapped attention module
 PROJ = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
@@ -247,6 +247,18 @@ def backbone_only(model: nn.Module):
     finally:
         for proj, forward in patched:
             proj.forward = forward
+
+
+def set_decode_backend(model: nn.Module, backend: str) -> None:
+    """How the wrapped model's single-token decode steps run: ``"c"`` (the fused C step; an error where
+    it cannot run), ``"torch"`` (the torch twin) or ``"auto"`` (C where it can run, else torch)."""
+    check_choice("decode_backend", backend, DECODE_BACKENDS)
+    layers = memory_layers(model)
+    if not layers:
+        raise InputError("the model has no δ-Mem attached; call attach_delta_mem(model) first")
+    for layer in layers:
+        layer.cfg.decode_backend = backend
+    model._delta_mem_config.decode_backend = backend
 
 
 def reset_state(model: nn.Module) -> None:
