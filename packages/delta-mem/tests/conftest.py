@@ -1,7 +1,10 @@
 import os
+import tempfile
 
 # Triton kernels are tested on CPU through the interpreter; it must be chosen before triton is imported.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# the C decode step is built for the test session in a temporary directory, not the user's cache
+os.environ.setdefault("DELTA_MEM_KERNEL_CACHE", tempfile.mkdtemp(prefix="delta-mem-kernel-"))
 
 import pytest
 import torch

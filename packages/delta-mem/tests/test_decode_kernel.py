@@ -209,3 +209,13 @@ def test_an_adapter_does_not_carry_the_decode_backend_and_set_decode_backend_che
     assert all(layer.cfg.decode_backend == "torch" for layer in memory_layers(backbone))
     with pytest.raises(InputError, match="decode_backend"):
         set_decode_backend(backbone, "gpu")
+
+
+@needs_compiler
+def test_a_damaged_cached_library_is_rebuilt(tmp_path, monkeypatch):
+    import delta_mem.decode_c as decode_c
+
+    monkeypatch.setenv("DELTA_MEM_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(decode_c, "_loaded", {})
+    build().write_bytes(b"not a shared library")  # e.g. a disk filled up while another tool wrote it
+    assert decode_c.kernels() is not None and decode_c.kernel_status() == "c"

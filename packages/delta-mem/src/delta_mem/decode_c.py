@@ -115,7 +115,13 @@ def kernels() -> dict | None:
     """The loaded kernels (built on the first call of the process), or None when they are unavailable."""
     if "kernels" not in _loaded and "error" not in _loaded:
         try:
-            _loaded["kernels"] = load(build())
+            try:
+                _loaded["kernels"] = load(build())
+            except KernelUnavailable as exc:
+                if not str(exc).startswith("cannot load"):
+                    raise
+                build().unlink(missing_ok=True)  # a damaged cached library: rebuild it once
+                _loaded["kernels"] = load(build())
         except KernelUnavailable as exc:
             _loaded["error"] = str(exc)
     return _loaded.get("kernels")
