@@ -330,7 +330,7 @@ class DeltaMemLayer(nn.Module):
             )
         return None
 
-    def _build_plan(self, x: torch.Tensor, key: tuple) -> _KernelPlan | str | None:
+    def _build_plan(self, x: torch.Tensor, key: tuple) -> _KernelPlan | str:
         """The C step's fixed arguments for this layer, or why the C step cannot run (a string). Rebuilt
         whenever the key changes: a weight moved (``.to()``, a reload), the batch, the input or the config."""
         cfg = self.cfg

@@ -274,7 +274,9 @@ def detach_state(model: nn.Module) -> None:
 
 
 def get_state(model: nn.Module) -> list[torch.Tensor | None]:
-    """The current state matrix of every wrapped layer, (B, heads, rank, rank) or None."""
+    """The current state matrix of every wrapped layer, (B, heads, rank, rank) or None. During decoding
+    with the C step it is the memory's live state, updated in place by later steps: ``clone()`` it to
+    keep a snapshot."""
     return [layer.state for layer in memory_layers(model)]
 
 
