@@ -219,3 +219,54 @@ def test_a_damaged_cached_library_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setattr(decode_c, "_loaded", {})
     build().write_bytes(b"not a shared library")  # e.g. a disk filled up while another tool wrote it
     assert decode_c.kernels() is not None and decode_c.kernel_status() == "c"
+
+
+@needs_compiler
+def test_edited_sizes_or_a_replaced_correction_module_never_reach_the_c_step_unchecked():
+    cfg = DeltaMemConfig(heads=2, rank=4)
+    layer, twin = _layer(cfg, torch.float32, 1), _layer(cfg, torch.float32, 1)
+    x = torch.randn(1, 1, 24)
+    with torch.no_grad():
+        layer.decode_with_kernel(x), twin._decode_step(x)
+        for m in (layer, twin):  # a new correction module of another width: rebuilt, and sized right
+            torch.manual_seed(3)
+            m.deltas["q"] = torch.nn.Linear(8, 40, bias=False)
+        want = twin._decode_step(x)
+        torch.testing.assert_close(layer.decode_with_kernel(x), want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            layer.kernel_deltas["q"], twin.deltas["q"](want).view(-1), rtol=1e-5, atol=1e-5
+        )
+        cfg.decode_backend = "c"
+        cfg.couple_lambda = False  # in_proj has the coupled layout: the C step must not read a λ block
+        with pytest.raises(InputError, match="in_proj"):
+            layer.decode_with_kernel(x)
+        cfg.couple_lambda = True
+        layer.state = torch.zeros(1, 2, 3, 3)  # a hand-set state of the wrong size: the checked path
+        assert layer.decode_with_kernel(x) is None
+
+
+@needs_compiler
+def test_an_interrupted_attention_call_leaves_no_stale_correction(tiny_llama):
+    attach_delta_mem(tiny_llama, DeltaMemConfig(delta_targets=("q", "o")))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for layer in memory_layers(tiny_llama):
+            for p in layer.parameters():
+                p.normal_(0, 0.3)  # nonzero corrections: a stale one would show
+    twin = copy.deepcopy(tiny_llama)
+    prompt = torch.randint(32, 127, (1, 9), generator=torch.Generator().manual_seed(0))
+    _decode(tiny_llama, prompt, 2)
+    attn = tiny_llama.model.layers[1].self_attn
+    with torch.no_grad(), pytest.raises(KeyboardInterrupt):  # Ctrl-C between q_proj and o_proj
+        original = attn.k_proj.forward
+        attn.k_proj.forward = lambda x: (_ for _ in ()).throw(KeyboardInterrupt)
+        try:
+            tiny_llama(input_ids=prompt[:, :1])
+        finally:
+            attn.k_proj.forward = original
+    # the next call (no reset) must equal a model that holds the same memory and was never interrupted
+    for mine, theirs in zip(memory_layers(tiny_llama), memory_layers(twin), strict=True):
+        theirs.state = mine.state.clone()
+    with torch.no_grad():
+        got, want = tiny_llama(input_ids=prompt).logits, twin(input_ids=prompt).logits
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -375,7 +375,7 @@ def _print_targets(result):
     print(
         f"decode per token: backbone {d['backbone_s_per_token'] * 1e3:.2f} ms, "
         f"δ-Mem {d['delta_mem_s_per_token'] * 1e3:.2f} ms "
-        f"(median of {d['repeats']} interleaved runs)"
+        f"(median of {d['repeats']} interleaved runs; decode step: {d.get('decode_step', 'torch')})"
     )
     tg = targets(result)
     for t in tg:
@@ -553,9 +553,8 @@ def _merge(paths):
 def _decode_only(args) -> None:
     import copy
 
-    from delta_mem.decode_c import kernel_status
     from delta_mem.experiments import TIMING_SHAPES, decode_overhead, load_backbone, timing_llama
-    from delta_mem.wrap import attach_delta_mem
+    from delta_mem.wrap import attach_delta_mem, decode_step_path
     from papershelf.bench import record, write_records
 
     _threads(args.threads)
@@ -567,7 +566,7 @@ def _decode_only(args) -> None:
     attach_delta_mem(wrapped, _mem_config(args))
     steps = check_int("--decode-steps", args.decode_steps, low=1)
     d = decode_overhead(backbone, wrapped, steps=steps, repeat=9)
-    step = "torch" if args.decode_backend == "torch" else kernel_status()
+    step = decode_step_path(wrapped)  # what ran, not what was asked for
     print(
         f"{label}: decode per token backbone {d['backbone_s_per_token'] * 1e3:.2f} ms, "
         f"δ-Mem {d['delta_mem_s_per_token'] * 1e3:.2f} ms, ratio {d['ratio']:.3f} "

@@ -16,6 +16,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -66,11 +67,13 @@ def build(directory: Path | None = None, cc: str | None = None) -> Path:
     """Compile ``decode_step.c`` into ``directory`` (once: an existing library of the same source and
     command is reused) and return the library's path; :class:`KernelUnavailable` says why it failed."""
     cc = cc or compiler()
-    exe = shutil.which(cc)
+    words = shlex.split(cc)  # CC may carry a launcher or options ("ccache gcc")
+    exe = shutil.which(words[0]) if words else None
     if exe is None:
         raise KernelUnavailable(f"no C compiler {cc!r} on PATH (set CC to one)")
+    command = [exe, *words[1:], *FLAGS]
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join((exe, *FLAGS, platform.machine())).encode()).hexdigest()[:16]
+    key = hashlib.sha256(source + " ".join((*command, platform.machine())).encode()).hexdigest()[:16]
     directory = Path(directory) if directory is not None else cache_dir()
     lib = directory / f"decode_step-{key}.so"
     if lib.exists():
@@ -82,15 +85,20 @@ def build(directory: Path | None = None, cc: str | None = None) -> Path:
     except OSError as exc:
         raise KernelUnavailable(f"cannot write the kernel cache {directory} ({exc})") from None
     try:
-        done = subprocess.run(
-            [exe, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=120
-        )
+        try:
+            done = subprocess.run(
+                [*command, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise KernelUnavailable(f"{cc} could not be run ({exc})") from None
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["no message"])[0]
             raise KernelUnavailable(f"{cc} failed to compile {SOURCE.name}: {first}")
-        os.replace(tmp, lib)  # another process may have raced us to the same bytes: harmless
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise KernelUnavailable(f"{cc} could not be run ({exc})") from None
+        try:
+            os.chmod(tmp, 0o755)  # mkstemp made it private: a shared cache must be loadable by all
+            os.replace(tmp, lib)  # another process may have raced us to the same bytes: harmless
+        except OSError as exc:
+            raise KernelUnavailable(f"cannot write the kernel cache {directory} ({exc})") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -105,7 +113,10 @@ def load(path: Path) -> dict:
         raise KernelUnavailable(f"cannot load {path} ({exc})") from None
     kernels = {}
     for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
-        fn = getattr(lib, f"dm_decode_step_{suffix}")
+        try:
+            fn = getattr(lib, f"dm_decode_step_{suffix}")
+        except AttributeError:
+            raise KernelUnavailable(f"cannot load {path}: no dm_decode_step_{suffix} in it") from None
         fn.restype, fn.argtypes = None, ARGTYPES
         kernels[dtype] = fn
     return kernels
@@ -120,7 +131,10 @@ def kernels() -> dict | None:
             except KernelUnavailable as exc:
                 if not str(exc).startswith("cannot load"):
                     raise
-                build().unlink(missing_ok=True)  # a damaged cached library: rebuild it once
+                try:
+                    build().unlink(missing_ok=True)  # a damaged cached library: rebuild it once
+                except OSError as unlink_error:  # not ours to remove (a shared, read-only cache)
+                    raise KernelUnavailable(f"{exc}; cannot replace it ({unlink_error})") from None
                 _loaded["kernels"] = load(build())
         except KernelUnavailable as exc:
             _loaded["error"] = str(exc)

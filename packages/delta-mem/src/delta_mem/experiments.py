@@ -20,6 +20,7 @@ from delta_mem.memory import DeltaMemConfig
 from delta_mem.wrap import (
     attach_delta_mem,
     count_memory_parameters,
+    decode_step_path,
     detach_state,
     memory_parameters,
     reset_state,
@@ -517,7 +518,9 @@ def comparison(
             path = Path(save_dir) / f"delta-mem-seed{seed}.safetensors"
             log(f"wrote {save_adapter(rows[-1]['_mem_model'], path)}")
     last = rows[-1]
-    dec = decode_overhead(last.pop("_backbone"), last.pop("_mem_model"), steps=decode_steps)
+    mem_model = last.pop("_mem_model")
+    dec = decode_overhead(last.pop("_backbone"), mem_model, steps=decode_steps)
+    dec["decode_step"] = decode_step_path(mem_model)  # "c", or the torch twin and why
     for r in rows:
         r.pop("_backbone", None)
         r.pop("_mem_model", None)

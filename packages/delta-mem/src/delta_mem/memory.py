@@ -29,7 +29,7 @@ from delta_mem.scan import BACKENDS, UPDATE_MODES, gate_coefficients, scan
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 GRANULARITIES = ("token", "sentence", "message")
-_WEIGHT = operator.itemgetter("weight")
+_WEIGHT, _PARAMS = operator.itemgetter("weight"), operator.attrgetter("_parameters")
 DECODE_BACKENDS = ("auto", "c", "torch")
 DELTA_TARGETS = ("q", "k", "v", "o")
 # Byte-level boundaries (the testbed tokenizer maps byte b to id b): . ! ? newline for sentences,
@@ -145,6 +145,7 @@ class _KernelPlan(NamedTuple):
     struct: object  # ctypes pointer to a Plan
     kernel: object  # the ctypes function for the dtype
     dtype: torch.dtype
+    state_shape: tuple  # (B, heads, rank, rank)
     deltas: dict  # target -> correction buffer, (B, 1, out), or (out,) for one sequence
     reads: torch.Tensor  # (B, 1, heads * rank) buffer
     held: tuple
@@ -178,8 +179,6 @@ class DeltaMemLayer(nn.Module):
         for lin in self.deltas.values():
             nn.init.zeros_(lin.weight)
         self.scale = cfg.alpha / r
-        # the correction weights' parameter dicts, in the order of ``deltas``: read by every C decode step
-        self._delta_params = [lin._parameters for lin in self.deltas.values()]
         self._plan: _KernelPlan | None = None  # the C decode step's fixed arguments
         self._kernel_state: torch.Tensor | None = None  # the state the C step updates in place
         self.state: torch.Tensor | None = None  # (B, H, r, r)
@@ -187,11 +186,14 @@ class DeltaMemLayer(nn.Module):
         self.acc_n: torch.Tensor | None = None
         self.reads: torch.Tensor | None = None  # (B, T, H*r) of the forward in progress
         self.kernel_deltas: dict[str, torch.Tensor] | None = None  # the C step's corrections, by target
+        self.reads_owner: str | None = None  # the projection that ran the memory for ``reads``
         self.context: _Context | None = None
 
     # Plain per-step attributes (never parameters, buffers or submodules), written several times per layer
     # and token: nn.Module.__setattr__'s bookkeeping would cost more than the C decode step itself.
-    _PLAIN = frozenset(("state", "acc_sum", "acc_n", "reads", "kernel_deltas", "_kernel_state", "_plan"))
+    _PLAIN = frozenset(
+        ("state", "acc_sum", "acc_n", "reads", "reads_owner", "kernel_deltas", "_kernel_state", "_plan")
+    )
 
     def __setattr__(self, name: str, value) -> None:
         if name in DeltaMemLayer._PLAIN:
@@ -207,6 +209,7 @@ class DeltaMemLayer(nn.Module):
 
     def reset(self) -> None:
         self.state = self.acc_sum = self.acc_n = self.reads = self.kernel_deltas = self._kernel_state = None
+        self.reads_owner = None
 
     def detach_state(self) -> None:
         for name in ("state", "acc_sum", "acc_n"):
@@ -298,11 +301,12 @@ class DeltaMemLayer(nn.Module):
             return None  # the first call (no state yet) and prefills run the checked scan
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
             return self._refuse("autograd is on (the C step records no graph; decode under torch.no_grad())")
-        ip = self._modules["in_proj"]._parameters
+        ip, corrections = self._modules["in_proj"]._parameters, self._modules["deltas"]._modules.values()
         key = (
             x.shape, x.dtype, x.is_cpu, cfg.state_update_mode, cfg.couple_lambda, cfg.write_granularity,
-            ip["weight"].data_ptr(), ip["bias"].data_ptr(),
-            *map(torch.Tensor.data_ptr, map(_WEIGHT, self._delta_params)),  # no Python frame per item
+            cfg.heads, cfg.rank, ip["weight"].data_ptr(), ip["bias"].data_ptr(),
+            # the correction weights, read afresh (a module may be replaced); C-level maps, no frames
+            *map(torch.Tensor.data_ptr, map(_WEIGHT, map(_PARAMS, corrections))),
         )  # fmt: skip
         plan = self._plan
         if plan is None or plan.key != key:
@@ -313,9 +317,9 @@ class DeltaMemLayer(nn.Module):
             # the first C step after a prefill (or any other write of the state): a private contiguous
             # copy, which the C steps then update in place. A fresh tensor, never one the caller or an
             # autograd graph may hold, so in-place writes (invisible to autograd) cannot corrupt them.
-            if S.shape[0] != x.shape[0]:
-                return None  # the checked path names the error
-            S = self._kernel_state = torch.empty(S.shape, dtype=plan.dtype).copy_(S)
+            if S.shape != plan.state_shape:
+                return None  # a state of another batch or size: the checked path names the error
+            S = self._kernel_state = torch.empty(S.shape, dtype=plan.dtype, device="cpu").copy_(S)
         x = x.contiguous()  # bound to a name: a temporary's memory would be freed before the kernel reads it
         ptr = S.data_ptr()
         plan.kernel(plan.struct, x.data_ptr(), ptr, ptr, plan.reads.data_ptr(), x.shape[0])
@@ -333,6 +337,7 @@ class DeltaMemLayer(nn.Module):
     def _build_plan(self, x: torch.Tensor, key: tuple) -> _KernelPlan | str:
         """The C step's fixed arguments for this layer, or why the C step cannot run (a string). Rebuilt
         whenever the key changes: a weight moved (``.to()``, a reload), the batch, the input or the config."""
+        self._plan = None  # nothing of an old plan is used (or kept alive) past a refusal
         cfg = self.cfg
         fns = kernels()
         if fns is None:
@@ -341,8 +346,10 @@ class DeltaMemLayer(nn.Module):
             return f"write_granularity={cfg.write_granularity!r} (only 'token' has a C step)"
         ip = self._modules["in_proj"]._parameters
         W = ip["weight"]
-        weights = (W, ip["bias"], *[m["weight"] for m in self._delta_params])
-        if not (x.is_cpu and W.is_cpu):  # a device address would crash the C step
+        targets = dict(self._modules["deltas"]._modules)
+        weights = (W, ip["bias"], *[lin.weight for lin in targets.values()])
+        B, H, r = x.shape[0], cfg.heads, cfg.rank
+        if not x.is_cpu or not all(w.is_cpu for w in weights):  # a device address would crash the C step
             return f"the input is on {x.device}, the memory on {W.device} (the C step runs on the CPU)"
         if W.dtype not in (torch.float32, torch.float64) or x.dtype != W.dtype:
             return (
@@ -350,16 +357,20 @@ class DeltaMemLayer(nn.Module):
             )
         if any(w.dtype != W.dtype or not w.is_contiguous() for w in weights):
             return "the memory's weights are not all contiguous and of one dtype"  # copies would go stale
-        if x.shape[2] != W.shape[1]:
-            return f"the input has width {x.shape[2]}, the memory expects {W.shape[1]}"
-        B, H, r = x.shape[0], cfg.heads, cfg.rank
+        # every size the C step indexes by, against the config it reads (the config may have been edited)
+        groups = 4 if cfg.couple_lambda else 5
+        if W.shape != (groups * H * r, x.shape[2]) or weights[1].shape != (groups * H * r,):
+            need = f"({groups * H * r}, {x.shape[2]})"
+            return f"in_proj is {tuple(W.shape)}; the config (heads, rank, couple_lambda) needs {need}"
+        if any(w.dim() != 2 or w.shape[1] != H * r for w in weights[2:]) or len(targets) > 4:
+            return "a correction weight does not take heads × rank inputs"
         z, reads = W.new_empty(W.shape[0]), W.new_empty(B, 1, H * r)
-        outs = {t: W.new_empty(B, 1, lin.out_features) for t, lin in self.deltas.items()}
+        outs = {t: W.new_empty(B, 1, w.shape[0]) for t, w in zip(targets, weights[2:], strict=True)}
         # one sequence: the projections take their correction as a bias, (out,)-shaped views of outs
         ready = {t: o.view(-1) for t, o in outs.items()} if B == 1 else outs
         struct = Plan(
             w_in=W.data_ptr(), b_in=weights[1].data_ptr(), z=z.data_ptr(), d=W.shape[1], heads=H, r=r,
-            n_groups=W.shape[0] // (H * r), mode=UPDATE_MODE_CODES[cfg.state_update_mode],
+            n_groups=groups, mode=UPDATE_MODE_CODES[cfg.state_update_mode],
             couple=int(cfg.couple_lambda), scale=self.scale,
         )  # fmt: skip
         for slot, (t, w) in enumerate(zip(outs, weights[2:], strict=True)):
@@ -367,7 +378,7 @@ class DeltaMemLayer(nn.Module):
         kernel = fns[str(W.dtype).removeprefix("torch.")]
         # holds every tensor the struct points into, so the pointers stay valid as long as the plan
         self._plan = _KernelPlan(
-            key, ctypes.pointer(struct), kernel, W.dtype, ready, reads, (weights, z, outs)
+            key, ctypes.pointer(struct), kernel, W.dtype, (B, H, r, r), ready, reads, (weights, z, outs)
         )
         self._kernel_state = None  # the next step copies the state afresh (and checks its batch)
         return self._plan

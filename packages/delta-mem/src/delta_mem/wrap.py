@@ -186,7 +186,12 @@ class _PatchedForward:
         # the per-step attributes are written straight into the layer's __dict__: on a small backbone
         # every Python-level call per layer and token shows in the decode time
         step = layer.__dict__
+        if target != "o" and step["reads"] is not None and step["reads_owner"] == target:
+            # this projection ran the memory in an attention call that never reached o_proj (it raised,
+            # or was interrupted): those reads are stale, never to be applied to this call
+            step["reads"] = step["kernel_deltas"] = None
         if target != "o" and step["reads"] is None:
+            step["reads_owner"] = target
             reads = layer.decode_with_kernel(x)  # the fused C decode step where it applies
             if reads is None:
                 # the torch path, projection first: autograd sums x's gradient in this graph's order,
@@ -259,6 +264,18 @@ def set_decode_backend(model: nn.Module, backend: str) -> None:
     for layer in layers:
         layer.cfg.decode_backend = backend
     model._delta_mem_config.decode_backend = backend
+
+
+def decode_step_path(model: nn.Module) -> str:
+    """Which path the wrapped model's last decode steps took: ``"c"`` when every memory layer ran the
+    C step, else ``"torch"`` (with the reason when the C step is unavailable on this machine)."""
+    from delta_mem.decode_c import kernel_status
+
+    layers = memory_layers(model)
+    if layers and all(layer._plan is not None for layer in layers):
+        return "c"
+    status = kernel_status()
+    return "torch" if status == "c" else status
 
 
 def reset_state(model: nn.Module) -> None:
