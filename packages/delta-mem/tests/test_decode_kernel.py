@@ -270,3 +270,23 @@ def test_an_interrupted_attention_call_leaves_no_stale_correction(tiny_llama):
     with torch.no_grad():
         got, want = tiny_llama(input_ids=prompt).logits, twin(input_ids=prompt).logits
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_parametrized_projection_weight_still_decodes(tiny_llama):
+    from torch.nn.utils import parametrize
+
+    class Scale(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    attach_delta_mem(tiny_llama)
+    twin = copy.deepcopy(tiny_llama)
+    for m in (tiny_llama, twin):
+        attn = m.model.layers[0].self_attn
+        if m is tiny_llama:
+            parametrize.register_parametrization(attn.q_proj, "weight", Scale())
+        else:
+            with torch.no_grad():
+                attn.q_proj.weight.mul_(2)
+    prompt = torch.randint(32, 127, (1, 9), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(_decode(tiny_llama, prompt, 3), _decode(twin, prompt, 3), rtol=1e-5, atol=1e-5)

@@ -183,33 +183,38 @@ class _PatchedForward:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         layer, proj, target = self.layer, self.proj, self.target
-        # the per-step attributes are written straight into the layer's __dict__: on a small backbone
-        # every Python-level call per layer and token shows in the decode time
-        step = layer.__dict__
-        if target != "o" and step["reads"] is not None and step["reads_owner"] == target:
-            # this projection ran the memory in an attention call that never reached o_proj (it raised,
-            # or was interrupted): those reads are stale, never to be applied to this call
-            step["reads"] = step["kernel_deltas"] = None
-        if target != "o" and step["reads"] is None:
-            step["reads_owner"] = target
-            reads = layer.decode_with_kernel(x)  # the fused C decode step where it applies
-            if reads is None:
-                # the torch path, projection first: autograd sums x's gradient in this graph's order,
-                # and the releases whose trained results the README reports used it (bit-for-bit)
-                y = nn.functional.linear(x, proj.weight, proj.bias)
-                step["kernel_deltas"] = None
-                step["reads"] = layer(x)
-                return _add_correction(y, layer, target) if self.corrected else y
-            step["reads"] = reads
+        # Per layer and token on a small backbone every Python-level call shows in the decode time, so
+        # the per-step attributes are read and written in the layer's __dict__ and the projection's
+        # weights in its _parameters (nn.Module.__getattr__/__setattr__ are Python functions).
+        step, params = layer.__dict__, proj._parameters
+        # (a parametrized weight or bias, torch.nn.utils.parametrize, is a property outside _parameters)
+        weight = params["weight"] if "weight" in params else proj.weight
+        bias = params["bias"] if "bias" in params else proj.bias
+        if target != "o":
+            if step["reads"] is not None and step["reads_owner"] == target:
+                # this projection ran the memory in an attention call that never reached o_proj (it
+                # raised, or was interrupted): those reads are stale, never to be applied to this call
+                step["reads"] = step["kernel_deltas"] = None
+            if step["reads"] is None:
+                step["reads_owner"] = target
+                reads = layer.decode_with_kernel(x)  # the fused C decode step where it applies
+                if reads is None:
+                    # the torch path, projection first: autograd sums x's gradient in this graph's
+                    # order, and the releases whose trained results the README reports used it
+                    y = nn.functional.linear(x, weight, bias)
+                    step["kernel_deltas"] = None
+                    step["reads"] = layer(x)
+                    return _add_correction(y, layer, target) if self.corrected else y
+                step["reads"] = reads
+        ready = step["kernel_deltas"]
         if not self.corrected or step["reads"] is None:
-            y = nn.functional.linear(x, proj.weight, proj.bias)
+            y = nn.functional.linear(x, weight, bias)
+        elif ready is not None and ready[target].dim() == 1 and bias is None:
+            # one sequence after the C step: the correction rides in as the projection's bias
+            delta = ready[target]
+            y = nn.functional.linear(x, weight, delta if delta.dtype == x.dtype else delta.to(x.dtype))
         else:
-            ready = step["kernel_deltas"]
-            delta = None if ready is None else ready[target]  # (out,) for one sequence, else (B, 1, out)
-            if delta is not None and delta.dim() == 1 and proj.bias is None and delta.dtype == x.dtype:
-                y = nn.functional.linear(x, proj.weight, delta)  # the correction rides in as the bias
-            else:
-                y = _corrected_linear(x, proj, layer, target)
+            y = _corrected_linear(x, proj, layer, target)
         if target == "o":  # the attention call ends
             step["reads"] = step["kernel_deltas"] = None
         return y
