@@ -268,12 +268,30 @@ def _diagnose(args: argparse.Namespace) -> None:
 
 
 # ---- demo -----------------------------------------------------------------------------------------------
+def _greedy_logits(model, prompt, steps: int):
+    """The logits of a prefill and ``steps`` greedy single-token decode steps (a new conversation)."""
+    import torch
+
+    from delta_mem.experiments import _cache_kwargs
+    from delta_mem.wrap import reset_state
+
+    reset_state(model)
+    with torch.no_grad():
+        out = model(input_ids=prompt, use_cache=True)
+        logits = [out.logits[:, -1]]
+        for _ in range(steps):
+            out = model(input_ids=out.logits[:, -1:].argmax(-1), use_cache=True, **_cache_kwargs(out))
+            logits.append(out.logits[:, -1])
+    return torch.stack(logits, 1)
+
+
 @app.command(
     "demo",
     help="a random 2-layer Llama: δ-Mem attaches as the identity, remembers across windows, scans agree",
     common=("seed",),
 )
 def _demo(args: argparse.Namespace) -> None:
+    import copy
     import tempfile
     from pathlib import Path
 
@@ -284,7 +302,14 @@ def _demo(args: argparse.Namespace) -> None:
     from delta_mem.memory import DeltaMemConfig
     from delta_mem.reference import scan_reference
     from delta_mem.scan import scan_chunked, scan_recurrent
-    from delta_mem.wrap import attach_delta_mem, count_memory_parameters, get_state, reset_state
+    from delta_mem.wrap import (
+        attach_delta_mem,
+        count_memory_parameters,
+        decode_step_path,
+        get_state,
+        reset_state,
+        set_decode_backend,
+    )
 
     torch.set_num_threads(1)
     model = random_llama(args.seed, hidden=64)
@@ -314,6 +339,11 @@ def _demo(args: argparse.Namespace) -> None:
             c = fresh(input_ids=ids).logits
     print(f"{'adapter size KB (' + str(count_memory_parameters(model)) + ' params)':<52} {kb:>12.1f}")
     print(f"{'max |logits(reloaded) - logits|':<52} {float((c - a).abs().max()):>12.3g}")
+    twin = copy.deepcopy(model)
+    set_decode_backend(twin, "torch")
+    got, want = (_greedy_logits(m, ids[:, :16], 8) for m in (model, twin))
+    label = f"max |decode logits ({decode_step_path(model)} step) - torch twin|"
+    print(f"{label:<52} {float((got - want).abs().max()):>12.3g}")
     g = torch.Generator().manual_seed(args.seed)
     B, H, T, d = 2, 1, 96, 8
     q = torch.nn.functional.normalize(torch.randn(B, H, T, d, generator=g, dtype=torch.float64), dim=-1)
