@@ -10,6 +10,8 @@ def test_demo_runs(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "zero corrections" in out and "chunked" in out
+    line = next(s for s in out.splitlines() if "decode logits" in s)
+    assert float(line.split()[-1]) < 1e-4  # the C step (or, without a compiler, the twin) agrees
 
 
 def test_bench_quick_writes_records(tmp_path, capsys):
