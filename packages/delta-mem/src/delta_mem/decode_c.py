@@ -34,7 +34,9 @@ class Plan(ctypes.Structure):
         ("w_in", ctypes.c_void_p),
         ("b_in", ctypes.c_void_p),
         ("z", ctypes.c_void_p),
-        *((name, ctypes.c_int64) for name in ("d", "heads", "r", "n_groups", "mode", "couple")),
+        ("state", ctypes.c_void_p),
+        ("reads", ctypes.c_void_p),
+        *((name, ctypes.c_int64) for name in ("batch", "d", "heads", "r", "n_groups", "mode", "couple")),
         ("scale", ctypes.c_double),
         ("dw", ctypes.c_void_p * 4),
         ("dout", ctypes.c_void_p * 4),
@@ -42,8 +44,8 @@ class Plan(ctypes.Structure):
     ]
 
 
-# plan, x, state, state_out, reads, batch
-ARGTYPES = [ctypes.POINTER(Plan), *[ctypes.c_void_p] * 4, ctypes.c_int64]
+# plan, x
+ARGTYPES = [ctypes.POINTER(Plan), ctypes.c_void_p]
 
 _loaded: dict[str, object] = {}  # "kernels" -> {dtype name: function}, or "error" -> why not
 

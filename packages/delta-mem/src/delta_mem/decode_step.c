@@ -11,12 +11,14 @@
 #include <stdint.h>
 
 /* What stays fixed across decode steps (mirrored by the ctypes Structure Plan in decode_c.py): the
- * weights, the scratch and correction buffers and the sizes. Built once per layer in Python, so a step
- * passes six arguments instead of thirty. */
+ * weights, the state, the scratch, reads and correction buffers and the sizes. Built once per layer in
+ * Python, so a step passes two arguments instead of thirty. */
 typedef struct {
   const void *w_in, *b_in; /* (n_groups * heads * r, d) and (n_groups * heads * r,) */
   void *z;                 /* scratch, n_groups * heads * r */
-  int64_t d, heads, r, n_groups, mode, couple;
+  void *state;             /* (batch, heads, r, r), updated in place */
+  void *reads;             /* (batch, heads * r), the scaled reads */
+  int64_t batch, d, heads, r, n_groups, mode, couple;
   double scale;            /* α / r */
   const void *dw[4];       /* W_Δ of up to four corrected projections, (out, heads * r); NULL: unused */
   void *dout[4];           /* their corrections, (batch, out) */
@@ -39,8 +41,9 @@ enum { STANDARD = 0, LAMBDA_OUTSIDE = 1, NO_LAMBDA = 2 };
 
 #define DEFINE_STEP(SUFFIX, T, TANH, EXP, SQRT)                                                        \
   DEFINE_DOT(dot_##SUFFIX, T)                                                                          \
-  void dm_decode_step_##SUFFIX(const dm_plan *p, const T *x, const T *state, T *state_out, T *reads,  \
-                               int64_t batch) {                                                        \
+  void dm_decode_step_##SUFFIX(const dm_plan *p, const T *x) {                                         \
+    const int64_t batch = p->batch;                                                                    \
+    T *state = (T *)p->state, *reads = (T *)p->reads;                                                  \
     const int64_t d = p->d, heads = p->heads, r = p->r, hr = heads * r, n = p->n_groups * hr;         \
     const T *w_in = (const T *)p->w_in, *b_in = (const T *)p->b_in;                                    \
     T *z = (T *)p->z;                                                                                  \
@@ -65,8 +68,9 @@ enum { STANDARD = 0, LAMBDA_OUTSIDE = 1, NO_LAMBDA = 2 };
           q[i] /= nq;                                                                                  \
           k[i] /= nk;                                                                                  \
         }                                                                                              \
+        /* in place: row i is read whole (read, sk) before it is written, element by element */      \
         const T *S = state + (b * heads + h) * r * r;                                                  \
-        T *S_new = state_out + (b * heads + h) * r * r;                                                \
+        T *S_new = state + (b * heads + h) * r * r;                                                    \
         for (int64_t i = 0; i < r; i++) {                                                              \
           const T *row = S + i * r;                                                                    \
           T read = 0, sk = 0;                                                                          \

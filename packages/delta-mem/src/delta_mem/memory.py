@@ -29,7 +29,10 @@ from delta_mem.scan import BACKENDS, UPDATE_MODES, gate_coefficients, scan
 from papershelf.errors import InputError, check_choice, check_int, check_number
 
 GRANULARITIES = ("token", "sentence", "message")
+# what a C decode step's plan depends on, read in one C-level call each (see decode_with_kernel)
 _WEIGHT, _PARAMS = operator.itemgetter("weight"), operator.attrgetter("_parameters")
+_INPUT_KEY = operator.attrgetter("shape", "dtype", "is_cpu")
+_CONFIG_KEY = operator.attrgetter("state_update_mode", "couple_lambda", "write_granularity", "heads", "rank")
 DECODE_BACKENDS = ("auto", "c", "torch")
 DELTA_TARGETS = ("q", "k", "v", "o")
 # Byte-level boundaries (the testbed tokenizer maps byte b to id b): . ! ? newline for sentences,
@@ -303,8 +306,7 @@ class DeltaMemLayer(nn.Module):
             return self._refuse("autograd is on (the C step records no graph; decode under torch.no_grad())")
         ip, corrections = self._modules["in_proj"]._parameters, self._modules["deltas"]._modules.values()
         key = (
-            x.shape, x.dtype, x.is_cpu, cfg.state_update_mode, cfg.couple_lambda, cfg.write_granularity,
-            cfg.heads, cfg.rank, ip["weight"].data_ptr(), ip["bias"].data_ptr(),
+            _INPUT_KEY(x), _CONFIG_KEY(cfg), ip["weight"].data_ptr(), ip["bias"].data_ptr(),
             # the correction weights, read afresh (a module may be replaced); C-level maps, no frames
             *map(torch.Tensor.data_ptr, map(_WEIGHT, map(_PARAMS, corrections))),
         )  # fmt: skip
@@ -320,9 +322,10 @@ class DeltaMemLayer(nn.Module):
             if S.shape != plan.state_shape:
                 return None  # a state of another batch or size: the checked path names the error
             S = self._kernel_state = torch.empty(S.shape, dtype=plan.dtype, device="cpu").copy_(S)
+            plan.struct.contents.state = S.data_ptr()  # the C step's state from now on (the plan holds it)
+            plan.held[-1][0] = S
         x = x.contiguous()  # bound to a name: a temporary's memory would be freed before the kernel reads it
-        ptr = S.data_ptr()
-        plan.kernel(plan.struct, x.data_ptr(), ptr, ptr, plan.reads.data_ptr(), x.shape[0])
+        plan.kernel(plan.struct, x.data_ptr())
         step = self.__dict__  # plain per-step attributes, written directly (see __setattr__)
         step["state"], step["kernel_deltas"] = S, plan.deltas
         return plan.reads
@@ -369,16 +372,18 @@ class DeltaMemLayer(nn.Module):
         # one sequence: the projections take their correction as a bias, (out,)-shaped views of outs
         ready = {t: o.view(-1) for t, o in outs.items()} if B == 1 else outs
         struct = Plan(
-            w_in=W.data_ptr(), b_in=weights[1].data_ptr(), z=z.data_ptr(), d=W.shape[1], heads=H, r=r,
-            n_groups=groups, mode=UPDATE_MODE_CODES[cfg.state_update_mode],
-            couple=int(cfg.couple_lambda), scale=self.scale,
+            w_in=W.data_ptr(), b_in=weights[1].data_ptr(), z=z.data_ptr(), state=None,
+            reads=reads.data_ptr(), batch=B, d=W.shape[1], heads=H, r=r, n_groups=groups,
+            mode=UPDATE_MODE_CODES[cfg.state_update_mode], couple=int(cfg.couple_lambda), scale=self.scale,
         )  # fmt: skip
         for slot, (t, w) in enumerate(zip(outs, weights[2:], strict=True)):
             struct.dw[slot], struct.dout[slot], struct.dn[slot] = w.data_ptr(), outs[t].data_ptr(), w.shape[0]
         kernel = fns[str(W.dtype).removeprefix("torch.")]
         # holds every tensor the struct points into, so the pointers stay valid as long as the plan
+        # the last slot will hold the state the struct points to (set with it by decode_with_kernel)
+        held = (weights, z, outs, [None])
         self._plan = _KernelPlan(
-            key, ctypes.pointer(struct), kernel, W.dtype, (B, H, r, r), ready, reads, (weights, z, outs)
+            key, ctypes.pointer(struct), kernel, W.dtype, (B, H, r, r), ready, reads, held
         )
         self._kernel_state = None  # the next step copies the state afresh (and checks its batch)
         return self._plan
