@@ -4,7 +4,8 @@ ones) and print the held-out linear probe and k-NN (eval's object views, seeds 1
 training. If supervised features transfer and the self-supervised checkpoints do not, the objective is
 what fails, not the data or the probe.
 
-    python shared/papershelf-vision/scripts/supervised_transfer_check.py [--preset resnet-s] [--steps 400]
+    python shared/papershelf-vision/scripts/supervised_transfer_check.py [--preset resnet-s] [--steps 400] \
+        [--lr 1e-3 --warmup 0]
 """
 
 import argparse
@@ -25,6 +26,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-train", type=int, default=1000)
     ap.add_argument("--n-test", type=int, default=500)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=0, help="linear learning-rate warm-up steps")
+    ap.add_argument("--weight-decay", type=float, default=0.01)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -43,8 +47,12 @@ def main() -> None:
     t0 = time.time()
     probe(0)
     head = torch.nn.Linear(net.embed_dim, len(D.PRETRAIN_CLASSES))
-    opt = torch.optim.AdamW([*net.parameters(), *head.parameters()], lr=1e-3)
+    opt = torch.optim.AdamW(
+        [*net.parameters(), *head.parameters()], lr=args.lr, weight_decay=args.weight_decay
+    )
     for step in range(1, args.steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = args.lr * min(1.0, step / args.warmup) if args.warmup else args.lr
         x, y = D.objects(args.batch, D.PRETRAIN_CLASSES, size, seed=1000 + step)  # never seeds 1 / 2
         net.train()
         loss = F.cross_entropy(head(net(to_tensor(x))), torch.as_tensor(y))

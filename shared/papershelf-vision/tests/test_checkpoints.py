@@ -34,8 +34,8 @@ def test_checkpoints_load_offline_with_documented_shapes_and_trained_weights(nam
 
 
 # The bar of issue 20 on held-out classes -- the shipped checkpoints beat random init -- is met by both:
-# resnet-s (InfoNCE on re-rendered pairs, then with the dense term) and vit-tiny (distilled from the first
-# resnet-s) (README, "Results").
+# resnet-s (InfoNCE on re-rendered pairs, then with the dense term) and vit-tiny (conv stem, distilled from
+# the shipped resnet-s) (README, "Results").
 @pytest.mark.parametrize("name", ["resnet-s", "vit-tiny"])
 def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
     x, y = probe

@@ -1,13 +1,15 @@
+import json
+
 import numpy as np
 import pytest
 import torch
 from papershelf_vision import data as D
-from papershelf_vision.models import PRESETS, build, describe, load, save_model, to_tensor
+from papershelf_vision.models import PRESETS, BackboneConfig, build, describe, load, save_model, to_tensor
 
 from papershelf.errors import InputError
 
 
-@pytest.mark.parametrize("preset", ["micro-vit", "vit-tiny"])
+@pytest.mark.parametrize("preset", ["micro-vit", "vit-tiny", "vit-tiny-patch"])
 def test_vit_feature_shapes(preset):
     m = build(preset).eval()
     c = PRESETS[preset]
@@ -17,8 +19,9 @@ def test_vit_feature_shapes(preset):
     assert len(feats) == c.depth
     assert all(f.shape == (2, 1 + n, c.dim) for f in feats)
     assert m(x).shape == (2, c.dim) == (2, m.embed_dim)
-    # the embedding is the final LayerNorm of the last block's CLS token
-    assert torch.allclose(m(x), m.norm(feats[-1][:, 0]))
+    # the embedding is the final LayerNorm of the last block's CLS token, or of its patch tokens, averaged
+    last = m.norm(feats[-1])
+    assert torch.allclose(m(x), last[:, 1:].mean(1) if c.pool == "mean" else last[:, 0], atol=1e-6)
 
 
 @pytest.mark.parametrize("preset", ["micro-resnet", "resnet-s"])
@@ -148,3 +151,42 @@ def test_evaluate_refuses_a_name_and_load_a_config_that_is_not_an_object(tmp_pat
     (tmp_path / "m" / "config.json").write_text("[1, 2]")
     with pytest.raises(InputError, match=r"config\.json must hold a JSON object, got list"):
         load(tmp_path / "m")
+
+
+def test_conv_stem_and_mean_pool_keep_the_token_grid_and_embed_the_patch_mean():
+    base = dict(image_size=16, patch_size=4, dim=32, depth=2, heads=2)
+    plain = build(BackboneConfig("vit", **base), seed=1).eval()
+    conv = build(BackboneConfig("vit", **base, stem="conv", pool="mean"), seed=1).eval()
+    x = torch.rand(3, 3, 16, 16)
+    assert [f.shape for f in conv.features(x)] == [f.shape for f in plain.features(x)] == [(3, 17, 32)] * 2
+    # log2(4) = 2 stride-2 3x3 convolutions, then the 1x1 projection to the width
+    strides = [m.stride for m in conv.patch_embed if isinstance(m, torch.nn.Conv2d)]
+    assert strides == [(2, 2), (2, 2), (1, 1)]
+    last = conv.features(x)[-1]
+    assert torch.allclose(conv(x), conv.norm(last[:, 1:]).mean(1))  # the CLS token is not the embedding
+    assert not torch.allclose(conv(x), conv.norm(last[:, 0]))
+    # a convolutional stem sees across patch borders: changing one pixel moves its neighbour patch too
+    y = x.clone()
+    y[:, :, 3, 3] += 0.5 * (1 - 2 * (y[:, :, 3, 3] > 0.5).float())
+    for model, crosses in ((plain, False), (conv, True)):
+        t0 = model.patch_embed((x - 0.5) / 0.25)[..., 0, 1]
+        t1 = model.patch_embed((y - 0.5) / 0.25)[..., 0, 1]
+        assert bool((t0 - t1).abs().max() > 1e-6) is crosses
+
+
+def test_stem_and_pool_are_checked_and_old_model_folders_load(tmp_path):
+    base = dict(image_size=16, patch_size=4, dim=32, depth=2, heads=2)
+    with pytest.raises(InputError, match="stem"):
+        BackboneConfig("vit", **base, stem="convnext")
+    with pytest.raises(InputError, match="pool"):
+        BackboneConfig("vit", **base, pool="max")
+    with pytest.raises(InputError, match="power-of-two patch_size"):
+        BackboneConfig("vit", image_size=18, patch_size=6, dim=32, depth=1, heads=2, stem="conv")
+    # a folder written before stem/pool existed (no such keys) loads as the patch-stem, CLS model
+    m = build(BackboneConfig("vit", **base), seed=2)
+    save_model(m, tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    del config["stem"], config["pool"]
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    x = torch.rand(2, 3, 16, 16)
+    assert torch.equal(load(tmp_path / "old")(x), m.eval()(x))

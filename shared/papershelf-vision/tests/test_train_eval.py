@@ -486,3 +486,25 @@ def test_a_bad_value_in_a_config_file_names_the_flag_and_the_file(tmp_path):
         bad.write_text(text)
         with pytest.raises(InputError, match=rf"^--config {re.escape(str(bad))}: .*{field}"):
             config_from_file("micro-resnet", str(bad))
+
+
+def test_dino_with_a_batchnorm_stem_keeps_the_teacher_in_train_mode_and_resumes_exactly(
+    tmp_path, monkeypatch
+):
+    """The first checkpoint's probe put DINO's exported teacher backbone in eval mode for good, so a
+    BatchNorm stem (``stem="conv"``) normalised the teacher's views with its initial running statistics."""
+    from papershelf_vision.presets import PRESETS, BackboneConfig
+
+    conv = BackboneConfig(
+        "vit", image_size=16, patch_size=4, dim=32, depth=2, heads=2, stem="conv", pool="mean"
+    )
+    monkeypatch.setitem(PRESETS, "micro-vit-conv", conv)
+    config = TrainConfig(preset="micro-vit-conv", **MICRO)
+    train(config, tmp_path / "full", quiet=True)
+    train(config, tmp_path / "part", max_minutes=1e-9, quiet=True)
+    train(config, tmp_path / "part", quiet=True)
+    a = torch.load(tmp_path / "full" / "state.pt", weights_only=False)
+    b = torch.load(tmp_path / "part" / "state.pt", weights_only=False)
+    tracked = [k for k in a["teacher"] if k.endswith("num_batches_tracked")]
+    assert len(tracked) == 2 and all(int(a["teacher"][k]) == MICRO["steps"] for k in tracked)
+    assert all(torch.equal(a["teacher"][k], b["teacher"][k]) for k in a["teacher"])  # running stats too

@@ -6,7 +6,8 @@ architecture at random init):
 - **held-out procedural classes**: object views of the 10 :data:`~papershelf_vision.data.HELDOUT_CLASSES`
   (never drawn in pretraining), ``n_train`` / ``n_test`` images (seeds 1 / 2), at the model's size;
 - **digits**: scikit-learn digits upsampled to the model's size, the fixed 1000 / 797 split;
-- features: ``model(x)`` (the final-LayerNorm CLS token of a ViT, the pooled last stage of a ResNet);
+- features: ``model(x)`` (a ViT's final-LayerNorm CLS token or patch-token mean, by its ``pool``; the
+  pooled last stage of a ResNet);
 - **linear probe**: standardised features, multinomial logistic regression (L2, ``C`` = 1, lbfgs);
 - **k-NN**: cosine similarity, ``k`` = 10 nearest training features, majority vote (ties to the nearest);
 - **segmentation**: scenes of :data:`~papershelf_vision.data.SEGMENTATION_CLASSES` (1–4 objects) at the

@@ -8,9 +8,11 @@ Feature shapes (``model.features(x)`` returns one tensor per layer, shallow to d
 
 - ViT (``image_size`` S, ``patch_size`` P, width D, depth L): ``L`` tensors ``(B, 1 + (H/P)(W/P), D)``,
   token 0 the CLS token, then the patch tokens in row-major order, each the output of one
-  transformer block (before the final LayerNorm). ``model(x)`` is the final-LayerNorm CLS token
-  ``(B, D)``. Inputs whose sides are multiples of P are accepted: other sizes than S use bicubic
-  interpolation of the position embeddings; any other size is an ``InputError``.
+  transformer block (before the final LayerNorm). ``model(x)`` ``(B, D)`` is the final-LayerNorm CLS
+  token (``pool="cls"``) or the mean of the final-LayerNorm patch tokens (``pool="mean"``, ``vit-tiny``).
+  ``stem="conv"`` (``vit-tiny``) embeds patches with a small convolutional stem instead of one strided
+  convolution; the token grid is the same. Inputs whose sides are multiples of P are accepted: other
+  sizes than S use bicubic interpolation of the position embeddings; any other size is an ``InputError``.
 - ResNet (widths ``w1..w4``, strides 1, 2, 2, 2): 4 tensors ``(B, (H/s)(W/s), w_i)`` for s = 1, 2, 4, 8
   (stage outputs flattened row-major; no CLS token). ``model(x)`` is the global average of the last
   stage ``(B, w4)``. Sides must be multiples of 8.
@@ -93,8 +95,23 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
 
+def conv_stem(dim: int, patch_size: int) -> nn.Sequential:
+    """Xiao et al. (2021)'s convolutional stem: log2(patch_size) 3x3 stride-2 convolutions (BatchNorm,
+    ReLU; widths doubling up to dim / 2) and a 1x1 projection to dim: the same token grid as the
+    one-conv patch embedding, with the locality a ConvNet starts from."""
+    layers, cin = [], 3
+    n = patch_size.bit_length() - 1
+    for i in range(n):
+        cout = max(dim // 2 ** (n - i), 8)
+        layers += [nn.Conv2d(cin, cout, 3, 2, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+        cin = cout
+    layers.append(nn.Conv2d(cin, dim, 1))
+    return nn.Sequential(*layers)
+
+
 class ViT(nn.Module):
-    """Vision transformer: conv patch embedding, CLS token, learned position embeddings, pre-norm blocks."""
+    """Vision transformer: patch embedding (one strided conv, or a conv stem), CLS token, learned position
+    embeddings, pre-norm blocks; the embedding is the CLS token or the patch-token mean (``pool``)."""
 
     def __init__(self, config: BackboneConfig) -> None:
         super().__init__()
@@ -102,7 +119,11 @@ class ViT(nn.Module):
         if c.image_size % c.patch_size or c.dim % c.heads:
             raise InputError(f"bad ViT config {c}: image_size % patch_size and dim % heads must be 0")
         self.patch_size, self.embed_dim = c.patch_size, c.dim
-        self.patch_embed = nn.Conv2d(3, c.dim, c.patch_size, c.patch_size)
+        self.patch_embed = (
+            conv_stem(c.dim, c.patch_size)
+            if c.stem == "conv"
+            else nn.Conv2d(3, c.dim, c.patch_size, c.patch_size)
+        )
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim))
         n = (c.image_size // c.patch_size) ** 2
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + n, c.dim))
@@ -139,7 +160,8 @@ class ViT(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(self.features(x)[-1][:, 0])
+        last = self.features(x)[-1]
+        return self.norm(last[:, 1:]).mean(1) if self.config.pool == "mean" else self.norm(last[:, 0])
 
 
 class BasicBlock(nn.Module):

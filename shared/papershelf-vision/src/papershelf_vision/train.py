@@ -230,14 +230,15 @@ class ProjectionHead(nn.Module):
 
 def embedding_and_grid(backbone: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """One pass: the backbone's global embedding ``(B, C)`` (what ``forward`` returns) and its token
-    grids as maps ``[(B, C_l, h_l, w_l)]`` — a ViT's last-layer patch tokens (normalised like its CLS),
-    every stage of a ResNet."""
+    grids as maps ``[(B, C_l, h_l, w_l)]`` — a ViT's last-layer patch tokens (after the final LayerNorm,
+    as its embedding), every stage of a ResNet."""
     from papershelf_vision.models import ViT
 
     if isinstance(backbone, ViT):
         t = backbone.norm(backbone.features(x)[-1])
         gh, gw = x.shape[-2] // backbone.patch_size, x.shape[-1] // backbone.patch_size
-        return t[:, 0], [t[:, 1:].transpose(1, 2).reshape(len(x), -1, gh, gw)]
+        emb = t[:, 1:].mean(1) if backbone.config.pool == "mean" else t[:, 0]
+        return emb, [t[:, 1:].transpose(1, 2).reshape(len(x), -1, gh, gw)]
     maps = backbone.feature_maps(x)
     return maps[-1].mean(dim=(2, 3)), maps
 
@@ -668,6 +669,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
         views, boxes = crops(config, source_batch(config, step), step, local=config.objective == "dino",
                              with_theta=True)  # fmt: skip
         student.train()
+        teacher.train()  # the probe put the exported backbone in eval mode; BatchNorm must see batch stats
         if distill:
             loss, stats = distill_loss(student.backbone, student.head, frozen, views, config.distill_dense)
         elif infonce and student.dense is not None:
