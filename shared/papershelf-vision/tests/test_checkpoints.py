@@ -5,11 +5,30 @@ from papershelf_vision import data as D
 from papershelf_vision.evaluate import embed, knn_accuracy
 from papershelf_vision.models import build, checkpoint_names, load
 
-SHIPPED = ("resnet-s", "vit-tiny")
+SHIPPED = ("resnet-s", "vit-tiny", "vit-tiny-ssl")
 
 
 def test_both_presets_are_shipped():
     assert set(SHIPPED) <= set(checkpoint_names())
+
+
+def test_shipped_checkpoints_fit_the_30_mb_budget():
+    from papershelf_vision.models import CHECKPOINTS
+
+    total = sum(f.stat().st_size for f in CHECKPOINTS.rglob("*") if f.is_file())
+    assert total <= 30 * 10**6, total
+
+
+_random_init_scores: dict = {}
+
+
+def random_init_score(config, probe_name: str, score) -> float:
+    """``score`` of ``config`` at random init (seed 0), once per architecture and probe: ``vit-tiny`` and
+    ``vit-tiny-ssl`` share theirs."""
+    key = (repr(config), probe_name)
+    if key not in _random_init_scores:
+        _random_init_scores[key] = score(build(config, seed=0).eval())
+    return _random_init_scores[key]
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +52,19 @@ def test_checkpoints_load_offline_with_documented_shapes_and_trained_weights(nam
     assert any(not torch.equal(ours[k], init[k]) for k in ours)
 
 
-# The bar of issue 20 on held-out classes -- the shipped checkpoints beat random init -- is met by both:
-# resnet-s (InfoNCE on re-rendered pairs, then with the dense term) and vit-tiny (conv stem, distilled from
-# the shipped resnet-s) (README, "Results").
-@pytest.mark.parametrize("name", ["resnet-s", "vit-tiny"])
+# The bar of issue 20 on held-out classes -- the shipped checkpoints beat random init -- is met by all three:
+# resnet-s (InfoNCE on re-rendered pairs, then with the dense term), vit-tiny (conv stem, distilled from
+# the shipped resnet-s) and vit-tiny-ssl (conv stem, InfoNCE on re-rendered pairs) (README, "Results").
+@pytest.mark.parametrize("name", SHIPPED)
 def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
     x, y = probe
     trained = load(name)
-    random = build(trained.config, seed=0).eval()
 
     def score(model):
         f = embed(model, x)
         return knn_accuracy(f[:200], y[:200], f[200:], y[200:], k=10)
 
-    ours, base = score(trained), score(random)
+    ours, base = score(trained), random_init_score(trained.config, "held-out", score)
     # 100 queries: a 10-point margin is ~3 binomial standard deviations at these accuracies
     assert ours >= base + 0.10, (ours, base)
 
@@ -62,6 +80,9 @@ def test_checkpoint_beats_random_init_on_a_small_fixed_probe(name, probe):
                 reason="resnet-s: -0.9 k-NN points against its random init on digits, not +8 (README)",
             ),
         ),
+        # small probe: 0.585 vs 0.390 at random init; the README's full eval (1000-image bank) has it
+        # 6.1 points *below* random init (0.632 vs 0.693), where the random ViT gains most from the bank
+        "vit-tiny-ssl",
     ],
 )
 def test_checkpoint_beats_random_init_on_a_digits_knn_probe(name):
@@ -69,12 +90,11 @@ def test_checkpoint_beats_random_init_on_a_digits_knn_probe(name):
     xtr, ytr = D.digits("train", 32)
     xte, yte = D.digits("test", 32)
     trained = load(name)
-    random = build(trained.config, seed=0).eval()
 
     def score(model):
         return knn_accuracy(embed(model, xtr[:300]), ytr[:300], embed(model, xte[:200]), yte[:200], k=10)
 
-    ours, base = score(trained), score(random)
+    ours, base = score(trained), random_init_score(trained.config, "digits", score)
     # 200 queries: a 8-point margin is ~2.5 binomial standard deviations at these accuracies
     assert ours >= base + 0.08, (ours, base)
 
