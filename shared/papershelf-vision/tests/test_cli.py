@@ -16,6 +16,9 @@ def test_info_lists_presets_with_feature_shapes(capsys):
     resnet = shipped["resnet-s"]  # 1000 dense fine-tuning steps on top of the 2000-step InfoNCE run
     assert resnet["method"] == "simclr-infonce-dense-rerender" and resnet["step"] == 1000
     assert shipped["vit-tiny"]["method"] == "distill-resnet-s-rerender"
+    ssl = shipped["vit-tiny-ssl"]  # the second, 1500-step cosine cycle of its own InfoNCE run
+    assert ssl["method"] == "simclr-infonce-rerender" and ssl["step"] == 1500
+    assert ssl["eval"]["pretrained"]["heldout_knn"] > ssl["eval_random_init"]["random-init"]["heldout_knn"]
 
 
 @pytest.mark.parametrize("kind", ["scene", "ir", "corruptions"])
