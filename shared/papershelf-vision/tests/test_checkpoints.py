@@ -8,7 +8,7 @@ from papershelf_vision.models import build, checkpoint_names, load
 SHIPPED = ("resnet-s", "vit-tiny", "vit-tiny-ssl")
 
 
-def test_both_presets_are_shipped():
+def test_every_shipped_checkpoint_is_listed():
     assert set(SHIPPED) <= set(checkpoint_names())
 
 
