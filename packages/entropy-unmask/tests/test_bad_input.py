@@ -112,12 +112,29 @@ def test_fixed_k_refuses_too_many_exact_subsets():
 
 def test_logits_predictor_mask_id_and_vocabulary():
     zeros = lambda ids: np.zeros((*ids.shape, 4))  # noqa: E731
-    for kwargs, match in (({"mask_id": -1}, "mask_id"), ({"mask_id": 2, "V": 3}, "mask_id 2"),
+    for kwargs, match in (({"mask_id": -1}, "mask_id"), ({"mask_id": 0, "V": 1}, "nothing left"),
                           ({"mask_id": 9, "V": 0}, "V"), ({"mask_id": 1.5}, "mask_id")):  # fmt: skip
         with pytest.raises(InputError, match=match):
             LogitsPredictor(zeros, **kwargs)
     with pytest.raises(InputError, match="fewer than V = 6"):
         LogitsPredictor(zeros, mask_id=9, V=6)(np.array([[-1, 0]]))
+    with pytest.raises(InputError, match="only the mask token"):
+        LogitsPredictor(lambda ids: np.zeros((*ids.shape, 1)), mask_id=0)(np.array([[-1, 0]]))
+
+
+def test_logits_predictor_never_decodes_to_the_mask_token():
+    # LLaDA-style: the model scores its own mask id (here 1, inside the vocabulary) and likes it best
+    def logits(ids):
+        z = np.zeros((*ids.shape, 4))
+        z[..., 1] = 10.0
+        return z
+
+    for V in (None, 3):
+        p = LogitsPredictor(logits, mask_id=1, V=V)(np.array([[-1, 2]]))
+        width = 4 if V is None else 3
+        assert p.shape == (1, 2, width) and p[0, 0, 1] == 0.0
+        expected = np.where(np.arange(width) == 1, 0.0, 1.0 / (width - 1))  # uniform over the others
+        assert np.allclose(p[0, 0], expected) and np.allclose(p[0, 1], expected)
 
 
 def test_exact_analysis_refuses_a_predictor_with_another_vocabulary():
@@ -200,3 +217,20 @@ def test_exact_analysis_refuses_predictor_rows_that_are_not_distributions(rows, 
     joint = markov(L=3, V=3, seed=0)
     with pytest.raises(InputError, match=msg):
         exact_analysis(_const(rows), EntropySum(0.1), joint)
+
+
+def test_reproduce_without_torch_fails_before_any_work(monkeypatch, capsys):
+    import entropy_unmask.model as model
+    from entropy_unmask.experiments import reproduce
+    from papershelf.errors import MissingDependencyError
+
+    def missing():
+        raise MissingDependencyError("torch", package="entropy-unmask", extra="bench")
+
+    monkeypatch.setattr(model, "_torch", missing)
+    logged = []
+    with pytest.raises(MissingDependencyError, match="torch"):
+        reproduce(quick=True, log=logged.append)
+    assert logged == []  # refused up front, not after the exact curves
+    assert main(["reproduce", "--quick"]) == 2
+    assert "entropy-unmask[bench]" in capsys.readouterr().err

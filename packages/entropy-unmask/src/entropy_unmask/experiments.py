@@ -548,7 +548,10 @@ def learned_comparison(
 
 def reproduce(quick: bool = False, seed: int = 0, log: Callable[[str], None] | None = None) -> dict:
     """KL against expected iterations for every rule, the iterations-vs-H scaling, and the learned
-    model at equal iterations."""
+    model at equal iterations. Needs torch (the ``[bench]`` extra) for the learned model."""
+    from entropy_unmask.model import _torch
+
+    _torch()  # fail before the exact curves' minutes, not after them
     L, V = (6, 3) if quick else (10, 4)
     grid = QUICK_GRID if quick else ETA_GRID
     curves = []

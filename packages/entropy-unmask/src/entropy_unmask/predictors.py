@@ -181,8 +181,10 @@ class LogitsPredictor:
 
     ``logits_fn(ids) -> logits`` takes an int64 array (B, L) of token ids in which masked positions
     hold ``mask_id`` and returns logits (B, L, V') as a numpy array or a torch tensor. The adapter
-    replaces MASK (-1) by ``mask_id``, keeps the first ``V`` logits when ``V`` is given (drop the mask
-    and special tokens that way), divides by ``temperature`` and applies a float64 softmax.
+    replaces MASK (-1) by ``mask_id``, keeps the first ``V`` logits when ``V`` is given (drop trailing
+    special tokens that way), gives the mask token itself probability 0 wherever its id falls among the
+    kept logits (so a masked position never decodes to MASK), divides by ``temperature`` and applies a
+    float64 softmax.
 
     Example for a Hugging Face masked diffusion LM (LLaDA-style), run locally::
 
@@ -208,11 +210,8 @@ class LogitsPredictor:
         self.logits_fn = logits_fn
         self.mask_id = check_int("mask_id", mask_id, low=0)
         self.V = None if V is None else check_int("V", V, low=1)
-        if self.V is not None and self.mask_id < self.V:
-            # the mask token would be one of the kept outcomes: a masked position could "decode" to MASK
-            raise InputError(
-                f"mask_id {self.mask_id} lies inside the kept vocabulary [0, {self.V}); pass V <= mask_id"
-            )
+        if self.V == 1 and self.mask_id == 0:
+            raise InputError("V = 1 keeps only the mask token (mask_id 0): nothing left to decode to")
         self.temperature = check_number("temperature", temperature, low=0, low_open=True)
 
     def __call__(self, tokens: Any) -> np.ndarray:
@@ -232,6 +231,12 @@ class LogitsPredictor:
             z = z[..., : self.V]
         if not np.isfinite(z).all():
             raise InputError("logits_fn returned NaN or infinite logits")
+        if self.mask_id < z.shape[-1]:
+            if z.shape[-1] == 1:
+                raise InputError("logits_fn returned only the mask token's logit: nothing to decode to")
+            # models such as LLaDA score their own mask id; a position must never "decode" to MASK
+            z = z.copy()
+            z[..., self.mask_id] = -np.inf
         z = z / self.temperature
         z = z - z.max(axis=-1, keepdims=True)
         e = np.exp(z)
