@@ -17,14 +17,24 @@ def test_demo_prints_the_table(capsys):
         assert word in out
 
 
-def test_bench_quick_writes_records(tmp_path, capsys):
+def test_bench_quick_writes_records(tmp_path, capsys, monkeypatch):
+    import compact_attn.experiments as experiments
+
+    built = []  # the selector options the timed methods were really built with
+    real = experiments.methods_for
+    monkeypatch.setattr(experiments, "methods_for", lambda *a, **kw: built.append(kw) or real(*a, **kw))
     out = tmp_path / "b.json"
-    assert main(["bench", "--quick", "--no-per-head", "--out", str(out)]) == 0
+    argv = ["bench", "--quick", "--no-per-head", "--rule", "mass", "--sink", "1", "--pool", "max"]
+    assert main([*argv, "--out", str(out)]) == 0
     recs = json.loads(out.read_text())
     names = {r["candidate"] for r in recs}
     assert {"compact-antidiag", "compact-meanpool", "quoka"} <= names
     assert all(r["baseline"].startswith("dense") for r in recs)
     assert "speedup" in capsys.readouterr().out
+    assert [(b["rule"], b["sink"], b["pool"]) for b in built] == [("mass", 1, "max")]
+    assert {(r["setting"]["rule"], r["setting"]["sink"], r["setting"]["pool"]) for r in recs} == {
+        ("mass", 1, "max")
+    }
 
 
 def test_the_stride_rule_binds_the_antidiagonal_selector_only():

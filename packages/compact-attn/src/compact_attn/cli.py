@@ -19,7 +19,12 @@ app = App(
 )
 
 SEL_ARGS = [
-    arg("--budget", type=float, default=0.25, help="fraction of the past KV cache kept (default 0.25)"),
+    arg(
+        "--budget",
+        type=float,
+        default=0.25,
+        help="fraction of the past KV cache kept (default 0.25; in reproduce, for task accuracy)",
+    ),
     arg("--block", type=int, default=64, help="page / KV-block size in tokens (default 64)"),
     arg("--stride", type=int, default=8, help="antidiagonal stride (default 8)"),
     arg("--chunk", type=int, default=512, help="prefill chunk in tokens (default 512)"),
@@ -159,6 +164,9 @@ def _bench(args: argparse.Namespace) -> None:
         repeat=repeat,
         per_head=not args.no_per_head,
         alloc=args.alloc,
+        rule=args.rule,
+        sink=args.sink,
+        pool=args.pool,
     )
     med = r["median_s"]
     print(
@@ -167,9 +175,9 @@ def _bench(args: argparse.Namespace) -> None:
     )
     rows = [[m, med[m] * 1e3, r["kv_fraction"][m], r["speedup"][m]] for m in med]
     print(_table(["method", "median ms", "KV fraction", f"speedup vs {r['dense']}"], rows))
-    setting = {k: r[k] for k in ("n", "chunk", "heads", "kv_heads", "head_dim", "block", "budget", "stride")}
+    keys = "n chunk heads kv_heads head_dim block budget stride alloc rule sink pool".split()
+    setting = {k: r[k] for k in keys}  # what the timed selectors were built with
     setting["threads"] = args.threads
-    setting["alloc"] = args.alloc
     records = []
     target = None if args.quick else 0.5
     for m in med:
@@ -246,7 +254,13 @@ def _accuracy_records(args) -> list[dict]:
             default=[8192, 16384],
             help="contexts for recall/error (none: task accuracy only)",
         ),
-        arg("--budgets", type=float, nargs="+", default=[0.0625, 0.125, 0.25, 0.5]),
+        arg(
+            "--budgets",
+            type=float,
+            nargs="+",
+            default=[0.0625, 0.125, 0.25, 0.5],
+            help="KV budgets of the recall/error curves (task accuracy uses --budget)",
+        ),
         arg("--task-lengths", type=int, nargs="+", default=[1024, 2048, 4096]),
         arg("--tasks", nargs="+", default=["passkey", "niah", "vartrack"]),
         arg("--samples", type=int, default=10, help="task samples per cell (default 10)"),

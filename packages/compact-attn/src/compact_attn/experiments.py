@@ -40,7 +40,8 @@ def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rul
 
 # ---- speed ----------------------------------------------------------------------------------------------
 def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block=64, budget=0.25, stride=8,
-                repeat=3, seed=0, per_head=True, alloc="head") -> dict:  # fmt: skip
+                repeat=3, seed=0, per_head=True, alloc="head", rule="max", sink=0,
+                pool="mean") -> dict:  # fmt: skip
     """Time one chunk of ``chunk`` queries at ``n`` accumulated tokens, every method interleaved in the
     same run (``repeat`` rounds after one warm-up round; medians). Selection cost is included."""
     from compact_attn.data import random_chunk
@@ -50,7 +51,7 @@ def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block
     cache.append(0, k, v)
     del k, v
     runs = {"dense-sdpa": DenseAttention("sdpa"), "dense-matmul": DenseAttention("matmul")}
-    runs.update(methods_for(budget, block=block, stride=stride, alloc=alloc))
+    runs.update(methods_for(budget, block=block, stride=stride, alloc=alloc, rule=rule, sink=sink, pool=pool))
     if not per_head:
         runs.pop("per-head-antidiag")
     times: dict[str, list[float]] = {m: [] for m in runs}
@@ -69,7 +70,8 @@ def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block
     dense_name = min(("dense-sdpa", "dense-matmul"), key=med.get)
     return {
         "n": n, "chunk": chunk, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "block": block,
-        "budget": budget, "stride": stride, "repeat": repeat, "median_s": med, "times_s": times,
+        "budget": budget, "stride": stride, "alloc": alloc, "rule": rule, "sink": sink, "pool": pool,
+        "repeat": repeat, "median_s": med, "times_s": times,
         "kv_fraction": fractions, "dense": dense_name, "dense_s": med[dense_name],
         "speedup": {m: med[dense_name] / med[m] for m in med},
     }  # fmt: skip
