@@ -171,6 +171,7 @@ def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
         (["--niah-lengths", "99999"], "--niah-lengths"),
         (["--radius", "-1"], "--radius"),
         (["--model", "no-such-model"], "--model"),
+        (["--kappa", "0.1"], "drop --kappa"),  # its budgets are its own grid: never silently ignored
     ]
     for extra, words in cases:
         assert main(["reproduce", *extra]) == 2, extra

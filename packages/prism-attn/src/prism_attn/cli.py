@@ -263,6 +263,8 @@ def _bench(args: argparse.Namespace) -> None:
 def _reproduce(args: argparse.Namespace) -> None:
     from prism_attn.experiments import _need_testbed, loss_curves, needle_accuracy, synthetic_curves
 
+    if args.kappa is not None:  # silently ignoring it would mislabel the run
+        raise InputError("reproduce sweeps its own budgets (loss: n/64 to n/8; needles: n/16): drop --kappa")
     lm = _need_testbed()
     _threads(args.threads)
     samples = check_int("--samples", args.samples, low=1)

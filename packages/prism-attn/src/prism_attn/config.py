@@ -39,14 +39,15 @@ class PrismConfig:
     Fidelity): besides the blocks around the previous layer's selection, a refined layer also proposes the
     ⌈global_pages·κ / (global_span·block)⌉ pages of ``global_span`` blocks (outside the sink/local blocks)
     with the largest Quest-style upper bound of q·k (per-page channel min/max of K, GQA-pooled), so it can
-    reach regions the previous layer did not select. ``0`` turns it off (the proposal is then built from the
-    previous selection only). ``global_min_pages``: the global term proposes at least this many pages, so a
-    small budget still searches enough places (with the defaults it applies below κ = 256; the speed
-    benchmarks' κ = 2048 proposes 128). ``global_span``: blocks per page of the global term (its metadata
-    costs 2/(global_span·block) of the key cache per layer). ``global_dtype``: the precision those page
-    bounds are stored and scored in — ``"auto"`` (bfloat16 for a float32 cache, which halves the bytes the
-    global term reads; the cache's own dtype otherwise, so float64 stays exact), ``"same"`` (the cache's
-    dtype) or a dtype name. The bounds are rounded outward, and refinement scores the proposed tokens exactly.
+    reach regions the previous layer did not select. ``0`` turns it off (the proposal is then built from
+    the previous selection only). ``global_min_pages``: the global term proposes at least this many pages,
+    so a small budget still searches enough places (with the defaults it binds only for κ < 16, where
+    blocks are single tokens; the speed benchmarks' κ = 2048 proposes 128). ``global_span``: blocks per
+    page of the global term (its metadata costs 2/(global_span·block) of the key cache per layer).
+    ``global_dtype``: the precision those page bounds are stored and scored in — ``"auto"`` (bfloat16 for
+    a float32 cache, which halves the bytes the global term reads; the cache's own dtype otherwise, so
+    float64 stays exact), ``"same"`` (the cache's dtype) or a dtype name. The bounds are rounded outward,
+    and refinement scores the proposed tokens exactly.
     """
 
     method: str = "prism"
