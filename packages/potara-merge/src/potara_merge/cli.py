@@ -178,7 +178,8 @@ def _simulate(args: argparse.Namespace) -> None:
             default=None,
             metavar="FILE",
             help="per-coordinate gradient correlation ρ of the two adapters (safetensors, same keys and "
-            "shapes as the adapter); every entry must be finite and in [-1, 1] (negative ρ counts as 0)",
+            "shapes as the adapter); every entry must be finite and in [-1, 1] (negative ρ counts as 0); "
+            "without it the cross term c is 0",
         ),
         arg("--per-module", action="store_true", help="one λ per LoRA module instead of one overall"),
         arg("--damping", type=float, default=1e-3, help="Fisher damping relative to its mean (default 1e-3)"),
