@@ -222,6 +222,7 @@ def test_exact_analysis_refuses_predictor_rows_that_are_not_distributions(rows, 
 def test_reproduce_without_torch_fails_before_any_work(monkeypatch, capsys):
     import entropy_unmask.model as model
     from entropy_unmask.experiments import reproduce
+
     from papershelf.errors import MissingDependencyError
 
     def missing():
