@@ -118,8 +118,10 @@ def test_logits_predictor_mask_id_and_vocabulary():
             LogitsPredictor(zeros, **kwargs)
     with pytest.raises(InputError, match="fewer than V = 6"):
         LogitsPredictor(zeros, mask_id=9, V=6)(np.array([[-1, 0]]))
+    with pytest.raises(InputError, match="revealed token equals mask_id 2"):  # e.g. a prompt holding it
+        LogitsPredictor(zeros, mask_id=2)(np.array([[-1, 2]]))
     with pytest.raises(InputError, match="only the mask token"):
-        LogitsPredictor(lambda ids: np.zeros((*ids.shape, 1)), mask_id=0)(np.array([[-1, 0]]))
+        LogitsPredictor(lambda ids: np.zeros((*ids.shape, 1)), mask_id=0)(np.array([[-1, -1]]))
 
 
 def test_logits_predictor_never_decodes_to_the_mask_token():

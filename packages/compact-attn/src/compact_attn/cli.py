@@ -217,7 +217,8 @@ def _accuracy_records(args) -> list[dict]:
         row = c["rows"][0]
         setting = {"model": "tiny-m", "n": n, "chunk": args.chunk, "block": args.block, "budget": args.budget,
                    "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"],
-                   "alloc": args.alloc}  # fmt: skip
+                   "stride": args.stride, "alloc": args.alloc, "rule": args.rule, "sink": args.sink,
+                   "pool": args.pool}  # fmt: skip
         for m in ("compact-antidiag", "compact-meanpool"):
             for metric, better, target in (("recall", "higher", 1.05), ("rel_error", "lower", 0.7)):
                 rec = record(

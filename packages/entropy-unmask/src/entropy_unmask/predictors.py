@@ -216,6 +216,8 @@ class LogitsPredictor:
 
     def __call__(self, tokens: Any) -> np.ndarray:
         tok = check_tokens(tokens)
+        if (tok == self.mask_id).any():  # the model could not tell it from a masked position
+            raise InputError(f"a revealed token equals mask_id {self.mask_id}; it cannot be told from a mask")
         ids = np.where(tok == MASK, self.mask_id, tok)
         logits = self.logits_fn(ids)
         if hasattr(logits, "detach"):
