@@ -160,6 +160,13 @@ def test_eval_takes_a_testbed_name(tmp_path, capsys):
     assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1
 
 
+def test_reproduce_refuses_kappa_without_needing_the_testbed(capsys):
+    # reproduce sweeps its own budgets: a --kappa would be silently ignored, so it is refused up front
+    assert main(["reproduce", "--kappa", "0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "drop --kappa" in err and len(err.splitlines()) == 1, err
+
+
 def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
     pytest.importorskip("papershelf_lm")
     same = str(tmp_path / "r.json")
@@ -171,7 +178,6 @@ def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
         (["--niah-lengths", "99999"], "--niah-lengths"),
         (["--radius", "-1"], "--radius"),
         (["--model", "no-such-model"], "--model"),
-        (["--kappa", "0.1"], "drop --kappa"),  # its budgets are its own grid: never silently ignored
     ]
     for extra, words in cases:
         assert main(["reproduce", *extra]) == 2, extra
