@@ -110,6 +110,13 @@ def test_lengths_far_beyond_the_context_are_refused_and_extrapolation_is_flagged
     assert "extrapolation" not in next(x for x in lines if x.startswith("mqar") and " 64 " in x)
     assert main(["eval", str(micro_run), "--lengths", "4096", "-n", "1"]) == 2
     assert "far beyond" in capsys.readouterr().err
+    # with YaRN x2 a length beyond the trained context is flagged as YaRN, not extrapolation
+    assert (
+        main(["eval", str(micro_run), "--tasks", "mqar", "--lengths", "512", "-n", "1", "--yarn", "2"]) == 0
+    )
+    assert "YaRN x2" in next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mqar"))
+    assert main(["eval", str(micro_run), "--yarn", "0.5"]) == 2
+    assert "--yarn" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -147,3 +154,28 @@ def test_train_config_that_is_not_a_json_object_is_one_error(tmp_path, capsys, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --config"), err
     assert not (tmp_path / "run").exists()
+
+
+def test_extend_context_is_yarn_keeps_fast_rotations_and_refuses_bad_factors(micro_run):
+    """YaRN ×4: the context grows 4×, the fastest RoPE frequency is unchanged and the slowest divided by 4,
+    the logits are tempered by 0.1·ln 4 + 1; factor 1 changes nothing; < 1 or a second scaling is refused."""
+    from papershelf_lm import extend_context
+
+    model, tokenizer = load(micro_run)
+    ids = torch.tensor([tokenizer("def f(x):")["input_ids"]])
+    before = model(input_ids=ids).logits
+    assert torch.equal(extend_context(model, 1)(input_ids=ids).logits, before)
+    inv = model.model.rotary_emb.inv_freq.clone()
+    trained = model.config.max_position_embeddings
+    extend_context(model, 4)
+    rotary = model.model.rotary_emb
+    assert model.config.max_position_embeddings == 4 * trained
+    assert model.config.rope_parameters["rope_type"] == "yarn"
+    torch.testing.assert_close(rotary.inv_freq[0], inv[0])
+    torch.testing.assert_close(rotary.inv_freq[-1], inv[-1] / 4)
+    assert rotary.attention_scaling == pytest.approx(0.1 * np.log(4) + 1)
+    assert not torch.equal(model(input_ids=ids).logits, before)
+    with pytest.raises(InputError, match="already scaled"):
+        extend_context(model, 2)
+    with pytest.raises(InputError, match="factor"):
+        extend_context(load(micro_run)[0], 0.5)

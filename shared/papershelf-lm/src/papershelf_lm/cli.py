@@ -64,32 +64,46 @@ def _train(args: argparse.Namespace) -> None:
         arg("--tasks", nargs="+", default=list(TASKS), choices=TASKS),
         arg("--lengths", nargs="+", type=int, default=[256, 512, 1024]),
         arg("-n", type=int, default=20, help="samples per task and length"),
+        arg(
+            "--yarn",
+            type=float,
+            default=None,
+            metavar="F",
+            help="stretch RoPE to F x the trained context with YaRN, no training (extend_context)",
+        ),
     ],
     common=["out"],
 )
 def _eval(args: argparse.Namespace) -> None:
+    from papershelf.errors import check_number
     from papershelf.repro import atomic_write_json
     from papershelf_lm.corpus import corpus_id
     from papershelf_lm.evaluate import bits_per_byte, task_accuracy
-    from papershelf_lm.model import load
+    from papershelf_lm.model import extend_context, load
 
     if args.n < 1:
         raise InputError(f"-n must be at least 1, got {args.n}")
     if min(args.lengths) < 16:
         raise InputError(f"--lengths must be at least 16 tokens, got {min(args.lengths)}")
+    if args.yarn is not None:
+        check_number("--yarn", args.yarn, low=1)
     model, _ = load(args.model)
+    trained = model.config.max_position_embeddings
+    if args.yarn is not None:
+        extend_context(model, args.yarn)
     context = model.config.max_position_embeddings
     if max(args.lengths) > 8 * context:  # checked before any work, so nothing is half-done
         raise InputError(f"--lengths: {max(args.lengths)} is far beyond the model's context of {context}")
-    rows = {"model": args.model, "corpus": corpus_id(), "n": args.n, "bits_per_byte": bits_per_byte(model),
-            "accuracy": {}}  # fmt: skip
+    rows = {"model": args.model, "corpus": corpus_id(), "n": args.n, "yarn": args.yarn,
+            "bits_per_byte": bits_per_byte(model), "accuracy": {}}  # fmt: skip
     print(f"validation bits per byte: {rows['bits_per_byte']:.3f}")
     rows["longest_length_at_80"] = {}
     for task in args.tasks:
         for length in sorted(args.lengths):
             acc = task_accuracy(model, task, length, n=args.n)
             rows["accuracy"][f"{task}@{length}"] = acc
-            beyond = "  (beyond the trained context: RoPE extrapolation)" if length > context else ""
+            how = f"YaRN x{args.yarn:g}" if args.yarn else "RoPE extrapolation"
+            beyond = f"  (beyond the trained context: {how})" if length > trained else ""
             print(f"{task:<10}{length:>7}{acc:>8.3f}{beyond}")
         # the longest evaluated length up to which every evaluated length retrieves >= 80%
         failing = [n for n in sorted(args.lengths) if rows["accuracy"][f"{task}@{n}"] < 0.8]

@@ -8,7 +8,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from papershelf.errors import InputError
+from papershelf.errors import InputError, check_number
 from papershelf.hf_folder import check_config_fits_weights
 from papershelf_lm.tokenizer import BOS, EOS, PAD, VOCAB_SIZE
 
@@ -135,6 +135,30 @@ def load(name: str | Path, *, dtype=None):
         detail = "; ".join(f"{kind} {keys[:2]}" for kind, keys in problems.items() if keys)
         raise InputError(f"checkpoint {folder} does not match its config: {detail}")
     return model.eval(), tokenizer
+
+
+def extend_context(model, factor: float):
+    """Stretch a loaded model's RoPE to ``factor`` × its trained context with YaRN (Peng et al. 2023), in
+    place and without training; returns the model. ``max_position_embeddings`` becomes the extended
+    context. YaRN keeps the high-frequency dimensions (local order), interpolates the low-frequency ones
+    and tempers the attention logits; its factor is fixed, so keys cached in chunks stay consistent
+    (dynamic NTK scaling would change the frequencies as the sequence grows)."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    check_number("factor", factor, low=1)
+    cfg = model.config
+    rope = dict(cfg.rope_parameters)
+    if rope.get("rope_type", "default") != "default":
+        raise InputError(f"the model's RoPE is already scaled ({rope['rope_type']!r}); load it afresh")
+    if factor == 1:
+        return model
+    trained = cfg.max_position_embeddings
+    rope.update(rope_type="yarn", factor=float(factor), original_max_position_embeddings=trained)
+    cfg.rope_parameters = rope
+    cfg.max_position_embeddings = int(trained * factor)
+    rotary = model.model.rotary_emb
+    model.model.rotary_emb = LlamaRotaryEmbedding(cfg).to(rotary.inv_freq.device)
+    return model
 
 
 REQUIRED_FILES = (
