@@ -63,6 +63,8 @@ def test_the_stride_rule_binds_the_antidiagonal_selector_only():
         (["bench", "--quick", "--accuracy"], "--accuracy"),
         (["eval", "--model", "/no/such/folder", "--decode", "sparse"], "--decode"),
         (["reproduce", "--task-protocol", "answer-only", "--lengths"], "--task-protocol"),
+        (["reproduce", "--task-yarn", "0.5", "--lengths"], "--task-yarn"),
+        (["eval", "--model", "/no/such/folder", "--selector", "oracle"], "--selector"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):

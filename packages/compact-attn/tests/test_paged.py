@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from compact_attn import (
     AntidiagonalSelector,
+    BoundSelector,
     CompactAttention,
     DenseAttention,
     FixedMask,
@@ -79,7 +80,10 @@ def test_all_ones_masks_give_dense_attention():
     assert fractions == [1.0] * 4
 
 
-@pytest.mark.parametrize("selector", [AntidiagonalSelector(stride=4, budget=0.3), MeanPoolSelector(budget=2)])
+@pytest.mark.parametrize(
+    "selector",
+    [AntidiagonalSelector(stride=4, budget=0.3), MeanPoolSelector(budget=2), BoundSelector(budget=2)],
+)
 @pytest.mark.parametrize("chunk", [32, 40])  # 40: not a multiple of the page size (chunks start mid-page)
 def test_chunked_compact_equals_reference_per_chunk(selector, chunk):
     q, k, v = _data(N=150)
@@ -205,8 +209,10 @@ def test_truncate_restores_the_state_of_a_shorter_cache():
         for layer in range(2):
             assert torch.equal(long.logical_keys(layer), short.logical_keys(layer))
             torch.testing.assert_close(long.block_means(layer), short.block_means(layer))
+            assert all(map(torch.equal, long.block_bounds(layer), short.block_bounds(layer)))
         long.append(0, k[:, 13:30], v[:, 13:30])  # the freed pages are handed out again, in order
         short.append(0, k[:, 13:30], v[:, 13:30])
         assert torch.equal(long.page_table, short.page_table)
         torch.testing.assert_close(long.block_means(0), short.block_means(0))
+        assert all(map(torch.equal, long.block_bounds(0), short.block_bounds(0)))
         assert torch.equal(long.k[0], short.k[0]) and torch.equal(long.v[0], short.v[0])

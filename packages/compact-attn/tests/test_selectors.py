@@ -4,19 +4,25 @@ import pytest
 import torch
 from compact_attn import (
     AntidiagonalSelector,
+    BoundSelector,
     CompactAttention,
     MeanPoolSelector,
     PagedKVCache,
     QuokaAttention,
 )
 from compact_attn.data import planted_chunk
-from compact_attn.selectors import block_causal, mass_before
+from compact_attn.selectors import block_bounds, block_causal, mass_before
 
 from papershelf.errors import InputError
 
 
 @pytest.mark.parametrize(
-    "selector", [AntidiagonalSelector(stride=4, budget=0.125), MeanPoolSelector(budget=0.125)]
+    "selector",
+    [
+        AntidiagonalSelector(stride=4, budget=0.125),
+        MeanPoolSelector(budget=0.125),
+        BoundSelector(budget=0.125),
+    ],
 )
 def test_planted_needle_blocks_are_selected(selector):
     q, k, v, truth = planted_chunk(2048, 128, block=16, needles=3, strength=4.0, seed=1)
@@ -40,7 +46,12 @@ def test_threshold_masks_grow_with_tau():
 
 def test_scores_are_row_distributions_over_visible_blocks():
     q, k, _, _ = planted_chunk(300, 40, block=16, seed=3)
-    for sel in (AntidiagonalSelector(stride=4), MeanPoolSelector()):
+    for sel in (
+        AntidiagonalSelector(stride=4),
+        MeanPoolSelector(),
+        BoundSelector(),
+        BoundSelector(pool="mean"),
+    ):
         P = sel.scores(q, k, offset=260, block=16)
         assert P.shape == (8, 3, 19)
         assert (P.sum(-1) - 1).abs().max().item() < 1e-5
@@ -118,9 +129,61 @@ def test_max_pooled_antidiagonal_scores_are_row_distributions():
 @pytest.mark.parametrize(
     "kw, word", [({"rule": "top"}, "rule"), ({"sink": -1}, "sink"), ({"pool": "median"}, "pool")]
 )
-def test_bad_selection_options(kw, word):
+@pytest.mark.parametrize("cls", [AntidiagonalSelector, BoundSelector])
+def test_bad_selection_options(cls, kw, word):
     with pytest.raises(InputError, match=word):
-        AntidiagonalSelector(**kw)
+        cls(**kw)
+
+
+def test_block_bounds_bound_every_score_and_are_exact_for_one_key_blocks():
+    """U[h, t, j] = q⁺·kmax + q⁻·kmin ≥ q_t·k_i for every key i of block j; with blocks of one token U is
+    q·k exactly, so the mean-pooled bound scores are the dense causal softmax."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(4, 9, 6, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 41, 6, generator=g, dtype=torch.float64)
+    lo, hi = block_bounds(k, 8)
+    assert lo.shape == hi.shape == (2, 6, 6)
+    scores = torch.einsum("htd,hnd->htn", q, k.repeat_interleave(2, 0))  # (4, 9, 41)
+    U = q.clamp_min(0) @ hi.repeat_interleave(2, 0).transpose(1, 2) + q.clamp_max(0) @ lo.repeat_interleave(
+        2, 0
+    ).transpose(1, 2)
+    for j in range(6):
+        assert bool((U[..., j] >= scores[..., 8 * j : 8 * j + 8].amax(-1) - 1e-12).all())
+    P = BoundSelector(pool="mean").scores(q, k, offset=32, block=1)  # block 1: exact attention
+    causal = torch.arange(41)[None, :] <= (32 + torch.arange(9))[:, None]
+    want = torch.softmax((scores / 6**0.5).masked_fill(~causal, float("-inf")), -1)
+    torch.testing.assert_close(P, want, rtol=0, atol=1e-12)
+
+
+def test_bound_selector_keeps_one_querys_spike_that_averaging_loses():
+    """One query of the chunk attends to a single far key: with a one-block budget the bound selector
+    (max over the Q-block) keeps that block; the mean-pooled estimate does not."""
+    g = torch.Generator().manual_seed(6)
+    D, B, N, T = 16, 16, 512, 64
+    q = 0.3 * torch.randn(2, T, D, generator=g)
+    k = 0.3 * torch.randn(1, N, D, generator=g)
+    u = torch.randn(D, generator=g)
+    u /= u.norm()
+    k[0, 100] = 6.0 * u  # one key in block 6
+    q[0, 50] = 6.0 * u  # one query of head 0 copies it
+    keep = {}
+    for name, sel in (("bound", BoundSelector(budget=1)), ("meanpool", MeanPoolSelector(budget=1))):
+        mask = sel(q, k, offset=N - T, block=B)
+        keep[name] = set(torch.nonzero(mask.any((0, 1))[: (N - T) // B]).flatten().tolist())
+    assert keep["bound"] == {6}
+    assert keep["meanpool"] != {6}
+
+
+def test_the_caches_block_bounds_equal_the_keys_bounds():
+    g = torch.Generator().manual_seed(7)
+    k, v = torch.randn(2, 70, 4, generator=g), torch.randn(2, 70, 4, generator=g)
+    cache = PagedKVCache(5, 16, 2, 4, allocation="shuffled")
+    for s, e in ((0, 5), (5, 40), (40, 70)):  # appends that start and end mid-page
+        cache.append(0, k[:, s:e], v[:, s:e])
+    for got, want in zip(cache.block_bounds(0), block_bounds(k, 16)):
+        assert torch.equal(got, want)
+    with pytest.raises(InputError, match="key_bounds"):
+        BoundSelector().scores(torch.randn(4, 6, 4), k, offset=64, block=16, key_bounds=block_bounds(k, 8))
 
 
 def test_pooled_allocation_keeps_the_total_budget_and_takes_the_best_blocks_of_all_groups():

@@ -26,6 +26,7 @@ _EXPORTS = {
     "BlockSelector": "selectors",
     "AntidiagonalSelector": "selectors",
     "MeanPoolSelector": "selectors",
+    "BoundSelector": "selectors",
     "FixedMask": "selectors",
     "make_selector": "selectors",
     "CompactAttention": "compact",

@@ -17,7 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from compact_attn.compact import chunk_context
+from compact_attn.compact import cache_summaries, chunk_context
 from compact_attn.paged import PagedKVCache, attend_positions, softmax_scaling
 from compact_attn.selectors import AntidiagonalSelector, check_mask
 from compact_attn.tables import check_group, own_blocks
@@ -188,8 +188,8 @@ class PerHeadBlockSparse:
         B = cache.page_size
         G = H // cache.kv_heads
         scaling = softmax_scaling(scaling, D)
-        means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
-        masks = self.selector(q, cache.logical_keys(layer), offset=offset, block=B, key_means=means)
+        summaries = cache_summaries(self.selector, cache, layer)
+        masks = self.selector(q, cache.logical_keys(layer), offset=offset, block=B, **summaries)
         masks = check_mask(masks, H, math.ceil(T / B), math.ceil(N / B))
         rows = self.last_rows = row_blocks(masks, offset, T, B)
         pt = cache.page_table

@@ -30,7 +30,11 @@ SEL_ARGS = [
     arg("--chunk", type=int, default=512, help="prefill chunk in tokens (default 512)"),
     arg("--rule", default="max", help="budget ranking: max (block probability) or mass (cumulative mass)"),
     arg("--sink", type=int, default=0, help="leading KV blocks always kept, inside the budget (default 0)"),
-    arg("--pool", default="mean", help="antidiagonal rows → Q-block: mean (default) or max"),
+    arg(
+        "--pool",
+        default="mean",
+        help="antidiagonal rows → Q-block: mean (default) or max (the bound selector: max)",
+    ),
     arg("--alloc", default="head", help="budget per KV head (head, default) or pooled over KV heads"),
 ]
 
@@ -77,7 +81,7 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-METHOD_ORDER = ("compact-antidiag", "compact-meanpool", "quoka", "per-head-antidiag")
+METHOD_ORDER = ("compact-antidiag", "compact-meanpool", "compact-bound", "quoka", "per-head-antidiag")
 
 
 # ---- demo ---------------------------------------------------------------------------------------------
@@ -219,7 +223,7 @@ def _accuracy_records(args) -> list[dict]:
                    "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"],
                    "stride": args.stride, "alloc": args.alloc, "rule": args.rule, "sink": args.sink,
                    "pool": args.pool}  # fmt: skip
-        for m in ("compact-antidiag", "compact-meanpool"):
+        for m in ("compact-antidiag", "compact-meanpool", "compact-bound"):
             for metric, better, target in (("recall", "higher", 1.05), ("rel_error", "lower", 0.7)):
                 rec = record(
                     package="compact-attn", version=__version__, benchmark=f"testbed-{metric}-{n}-{m}",
@@ -248,6 +252,13 @@ def _accuracy_records(args) -> list[dict]:
     args=[
         arg("--model", default="tiny-m", help="testbed checkpoint for recall/error (default tiny-m)"),
         arg("--task-model", default="tiny-s", help="testbed checkpoint for task accuracy (default tiny-s)"),
+        arg(
+            "--task-yarn",
+            type=float,
+            default=None,
+            metavar="F",
+            help="stretch the task model's RoPE to F x its trained context with YaRN (no training)",
+        ),
         arg(
             "--lengths",
             type=int,
@@ -294,6 +305,8 @@ def _reproduce(args: argparse.Namespace) -> None:
         if not has_module("matplotlib"):
             raise MissingDependencyError("matplotlib", package="compact-attn", extra="plots")
     samples = check_int("--samples", args.samples, low=1)
+    if args.task_yarn is not None:
+        check_number("--task-yarn", args.task_yarn, low=1)
     for b in args.budgets:
         check_number("--budgets", b, low=0, high=1, low_open=True)
     for n in [*args.lengths, *args.task_lengths]:
@@ -307,7 +320,7 @@ def _reproduce(args: argparse.Namespace) -> None:
     result: dict = {
         "model": args.model, "task_model": args.task_model, "chunk": args.chunk, "block": args.block,
         "stride": args.stride, "rule": args.rule, "sink": args.sink, "pool": args.pool, "curves": [],
-        "tasks": [], "task_protocol": args.task_protocol,
+        "tasks": [], "task_protocol": args.task_protocol, "task_yarn": args.task_yarn,
     }  # fmt: skip
     model, _ = lm.load(args.model) if args.lengths else (None, None)
     for n in args.lengths:
@@ -343,12 +356,16 @@ def _reproduce(args: argparse.Namespace) -> None:
     from compact_attn.selectors import make_selector
 
     tmodel, _ = lm.load(args.task_model)
+    if args.task_yarn is not None:
+        lm.extend_context(tmodel, args.task_yarn)
     factories = {
         "dense": lambda: DenseAttention(),
         "compact-antidiag": lambda: CompactAttention(make_selector("antidiagonal", budget=args.budget,
                                                                    **_sel_kw(args))),
         "compact-meanpool": lambda: CompactAttention(make_selector("meanpool", budget=args.budget,
                                                                    **_sel_kw(args, "meanpool"))),
+        "compact-bound": lambda: CompactAttention(make_selector("bound", budget=args.budget,
+                                                                **_sel_kw(args, "bound"))),
         "quoka": lambda: QuokaAttention(args.budget),
     }  # fmt: skip
     rows = []
@@ -368,7 +385,9 @@ def _reproduce(args: argparse.Namespace) -> None:
             rows.append([task, n, *(acc[m] for m in factories)])
             print(f"  {task} n={n}: " + ", ".join(f"{m} {a:.2f}" for m, a in acc.items()), flush=True)
     setup = f"chunk {args.chunk}, block {args.block}, budget {args.budget:g}, protocol {args.task_protocol}"
-    print(f"\n{args.task_model}, chunked prefill ({setup}), greedy accuracy over {samples} held-out samples:")
+    yarn = f" with YaRN x{args.task_yarn:g}" if args.task_yarn else ""
+    print(f"\n{args.task_model}{yarn}, chunked prefill ({setup}), greedy accuracy over {samples} held-out "
+          "samples:")  # fmt: skip
     print(_table(["task", "n", *factories], rows))
     result["seconds"] = time.time() - started
     if args.plot:
@@ -431,7 +450,7 @@ def _plot(result: dict, path: str) -> None:
         arg(
             "--max-tokens", type=int, default=None, help="truncate the prompt (default: the model's context)"
         ),
-        arg("--selector", choices=["antidiagonal", "meanpool"], default="antidiagonal"),
+        arg("--selector", choices=["antidiagonal", "meanpool", "bound"], default="antidiagonal"),
         arg("--threads", type=int, default=1),
         *SEL_ARGS,
     ],

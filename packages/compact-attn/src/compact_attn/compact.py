@@ -33,6 +33,16 @@ def chunk_context(q: torch.Tensor, cache: PagedKVCache, layer: int) -> tuple[int
     return N - T, N
 
 
+def cache_summaries(selector, cache: PagedKVCache, layer: int) -> dict:
+    """The per-block key summaries the cache keeps for a built-in selector (so it skips a pass over the
+    keys): mean keys for "meanpool", key minima and maxima for "bound"; ``key_means=None`` for any other
+    selector (the documented interface)."""
+    name = getattr(selector, "name", "")
+    if name == "bound":
+        return {"key_means": None, "key_bounds": cache.block_bounds(layer)}
+    return {"key_means": cache.block_means(layer) if name == "meanpool" else None}
+
+
 class CompactAttention:
     """Block-Union KV Selection for one chunk.
 
@@ -55,8 +65,7 @@ class CompactAttention:
         offset, _N = chunk_context(q, cache, layer)
         B = cache.page_size
         keys = cache.logical_keys(layer)
-        means = cache.block_means(layer) if getattr(self.selector, "name", "") == "meanpool" else None
-        masks = self.selector(q, keys, offset=offset, block=B, key_means=means)
+        masks = self.selector(q, keys, offset=offset, block=B, **cache_summaries(self.selector, cache, layer))
         G = q.shape[0] // cache.kv_heads
         return block_union_tables(
             masks,

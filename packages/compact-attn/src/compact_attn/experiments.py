@@ -26,13 +26,15 @@ def need_testbed():
 
 def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rule: str = "max", sink: int = 0,
                 pool: str = "mean", alloc: str = "head") -> dict:  # fmt: skip
-    """The compared methods at one KV budget (compact with both selectors, QUOKA, per-head, dense);
-    ``rule``/``sink``/``alloc`` go to both selectors, ``pool`` to the antidiagonal one."""
+    """The compared methods at one KV budget (compact with the three selectors, QUOKA, per-head);
+    ``rule``/``sink``/``alloc`` go to every selector, ``pool`` to the antidiagonal one (the bound selector
+    pools by max)."""
     ad = dict(stride=stride, budget=budget, rule=rule, sink=sink, pool=pool, alloc=alloc)
     mp = dict(budget=budget, rule=rule, sink=sink, alloc=alloc)
     return {
         "compact-antidiag": CompactAttention(make_selector("antidiagonal", **ad)),
         "compact-meanpool": CompactAttention(make_selector("meanpool", **mp)),
+        "compact-bound": CompactAttention(make_selector("bound", **mp)),
         "quoka": QuokaAttention(budget, n_queries=n_queries),
         "per-head-antidiag": PerHeadBlockSparse(make_selector("antidiagonal", **ad)),
     }

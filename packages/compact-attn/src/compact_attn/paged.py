@@ -50,6 +50,13 @@ class PagedKVCache:
         self.k = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
         self.v = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
         self.key_sums = [torch.zeros(kv_heads, num_pages, head_dim, dtype=dtype) for _ in range(layers)]
+        # elementwise key minima / maxima per page (the bound selector's input); ±inf while a page is empty
+        self.key_min = [
+            torch.full((kv_heads, num_pages, head_dim), float("inf"), dtype=dtype) for _ in range(layers)
+        ]
+        self.key_max = [
+            torch.full((kv_heads, num_pages, head_dim), float("-inf"), dtype=dtype) for _ in range(layers)
+        ]
         if allocation == "sequential":
             self._free = list(range(num_pages))
         else:
@@ -102,6 +109,9 @@ class PagedKVCache:
         self.k[layer][:, pages, slots] = k.to(dt)
         self.v[layer][:, pages, slots] = v.to(dt)
         self.key_sums[layer].index_add_(1, pages, k.to(dt))
+        where = pages[None, :, None].expand(k.shape)
+        self.key_min[layer].scatter_reduce_(1, where, k.to(dt), "amin")
+        self.key_max[layer].scatter_reduce_(1, where, k.to(dt), "amax")
         self.lengths[layer] = start + T
         return start
 
@@ -123,6 +133,12 @@ class PagedKVCache:
             self.k[layer][:, pages[1:]] = 0
             self.v[layer][:, pages[1:]] = 0
             self.key_sums[layer][:, pages] = self.k[layer][:, pages].sum(2)
+            self.key_min[layer][:, pages] = float("inf")
+            self.key_max[layer][:, pages] = float("-inf")
+            if first:  # the first touched page keeps its first `first` slots
+                kept = self.k[layer][:, pages[:1], :first]
+                self.key_min[layer][:, pages[:1]] = kept.amin(2)
+                self.key_max[layer][:, pages[:1]] = kept.amax(2)
             self.lengths[layer] = n
         keep = math.ceil(max(self.lengths) / ps)
         while len(self._pages) > keep:
@@ -153,6 +169,13 @@ class PagedKVCache:
         if n % self.page_size:
             counts[-1] = n % self.page_size
         return self.key_sums[layer][:, self.page_table[:nb]] / counts[None, :, None]
+
+    def block_bounds(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Elementwise (minimum, maximum) key of every logical block, two (H_kv, blocks, D) tensors, kept
+        incrementally on append."""
+        nb = math.ceil(self.lengths[layer] / self.page_size)
+        pages = self.page_table[:nb]
+        return self.key_min[layer][:, pages], self.key_max[layer][:, pages]
 
 
 def check_chunk_inputs(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor) -> int:

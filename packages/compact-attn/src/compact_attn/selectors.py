@@ -22,8 +22,10 @@ non-negative block-probability estimate per (head, Q-block, KV-block) row) and i
   kv_heads·⌈β·past⌉ best, so the total KV read is the same but a head whose estimated mass is spread
   gets more blocks than one whose mass is concentrated.
 
-Two training-free estimators: :class:`AntidiagonalSelector` (XAttention-style strided antidiagonal
-sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block, softmax).
+Two training-free estimators from the paper: :class:`AntidiagonalSelector` (XAttention-style strided
+antidiagonal sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block,
+softmax); and one of this package's: :class:`BoundSelector` (a Quest-style per-query upper bound from
+each block's elementwise key minima and maxima, pooled over the Q-block by max).
 """
 
 from __future__ import annotations
@@ -106,9 +108,10 @@ class BlockSelector:
     def scores(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
         raise NotImplementedError
 
-    def __call__(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+    def __call__(self, q, k, *, offset: int, block: int, key_means=None, key_bounds=None) -> torch.Tensor:
         T, _Qb, _Kb = check_selector_inputs(q, k, offset, block)
-        P = self.scores(q, k, offset=offset, block=block, key_means=key_means)
+        extra = {} if key_bounds is None else {"key_bounds": key_bounds}  # only the bound selector takes it
+        P = self.scores(q, k, offset=offset, block=block, key_means=key_means, **extra)
         if P.device.type == "cpu" and not bool(torch.isfinite(P).all()):  # (H, Qb, Kb): cheap
             raise InputError("q or k contains NaN or inf (the block scores are not finite)")
         return self.mask_from_scores(P, k.shape[0], offset=offset, T=T, block=block)
@@ -237,6 +240,63 @@ class AntidiagonalSelector(BlockSelector):
         return p.sum(2) / rows[None, :, None]
 
 
+class BoundSelector(BlockSelector):
+    """Quest-style estimate per query (this package's addition, not in the paper): with the elementwise
+    minimum and maximum key of every KV block, U[h, t, j] = Σ_d max(q_d·kmax_jd, q_d·kmin_jd) bounds
+    q·k from above for every key of block j; P[h, t, ·] = softmax_j(U / √D) over the blocks visible to
+    query t, then pooled over the Q-block by ``pool`` ("max", default: the largest of its queries,
+    renormalised; or "mean"). A single query–key pair that dominates a query's attention (an answer token
+    copying a needle) lifts its block's bound for that query, where strided and mean-pooled estimates
+    average it away. Cost: two (G·T × D) @ (D × Kb) matmuls per KV head, 2/B of the dense QKᵀ.
+    ``key_bounds`` ((H_kv, Kb, D) minima, maxima), e.g. :meth:`PagedKVCache.block_bounds`, saves the
+    pass over the keys."""
+
+    name = "bound"
+
+    def __init__(self, *, budget=0.25, threshold: float | None = None, rule: str = "max", sink: int = 0,
+                 pool: str = "max", alloc: str = "head") -> None:  # fmt: skip
+        super().__init__(budget=budget, threshold=threshold, rule=rule, sink=sink, alloc=alloc)
+        if pool not in ("mean", "max"):
+            raise InputError(f"pool must be 'mean' or 'max', got {pool!r}")
+        self.pool = pool
+
+    def scores(self, q, k, *, offset: int, block: int, key_means=None, key_bounds=None) -> torch.Tensor:
+        T, Qb, Kb = check_selector_inputs(q, k, offset, block)
+        H, _, D = q.shape
+        Hkv = k.shape[0]
+        G = H // Hkv
+        if key_bounds is None:
+            key_bounds = block_bounds(k, block)
+        kmin, kmax = key_bounds
+        if kmin.shape != (Hkv, Kb, D) or kmax.shape != (Hkv, Kb, D):
+            raise InputError(f"key_bounds must be two tensors of shape {(Hkv, Kb, D)}")
+        qg = q.reshape(Hkv, G * T, D)
+        # max(q_d·hi, q_d·lo) = max(q_d, 0)·hi + min(q_d, 0)·lo, since hi ≥ lo
+        u = qg.clamp_min(0) @ kmax.to(q.dtype).transpose(1, 2) + qg.clamp_max(0) @ kmin.to(q.dtype).transpose(
+            1, 2
+        )
+        u = u.view(H, T, Kb).mul_(1.0 / math.sqrt(D))
+        visible = (torch.arange(Kb)[None, :] * block) <= (offset + torch.arange(T))[:, None]
+        p = torch.softmax(u.masked_fill_(~visible[None], float("-inf")), -1)
+        p = torch.nn.functional.pad(p, (0, 0, 0, Qb * block - T)).view(H, Qb, block, Kb)
+        if self.pool == "max":
+            p = p.amax(2)
+            return p / p.sum(-1, keepdim=True)
+        rows = torch.full((Qb,), float(block), dtype=p.dtype)
+        rows[-1] = T - (Qb - 1) * block
+        return p.sum(2) / rows[None, :, None]
+
+
+def block_bounds(k: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Elementwise (minimum, maximum) key of every block of ``block`` tokens: two (H_kv, Kb, D) tensors."""
+    Hkv, N, D = k.shape
+    Kb = math.ceil(N / block)
+    pad = Kb * block - N
+    lo = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("inf")).view(Hkv, Kb, block, D).amin(2)
+    hi = torch.nn.functional.pad(k, (0, 0, 0, pad), value=float("-inf")).view(Hkv, Kb, block, D).amax(2)
+    return lo, hi
+
+
 class FixedMask:
     """Plug a precomputed mask (bool (H, Qb, Kb)) or a function ``f(q, k, offset, block) -> mask`` into
     the selector interface."""
@@ -265,7 +325,7 @@ def check_mask(m, heads: int, q_blocks: int, kv_blocks: int) -> torch.Tensor:
     return m
 
 
-SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector}
+SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector, "bound": BoundSelector}
 
 
 def make_selector(name: str, **kw) -> BlockSelector:
