@@ -102,7 +102,7 @@ def _eval(args: argparse.Namespace) -> None:
         for length in sorted(args.lengths):
             acc = task_accuracy(model, task, length, n=args.n)
             rows["accuracy"][f"{task}@{length}"] = acc
-            how = f"YaRN x{args.yarn:g}" if args.yarn else "RoPE extrapolation"
+            how = f"YaRN x{args.yarn:g}" if args.yarn and args.yarn > 1 else "RoPE extrapolation"
             beyond = f"  (beyond the trained context: {how})" if length > trained else ""
             print(f"{task:<10}{length:>7}{acc:>8.3f}{beyond}")
         # the longest evaluated length up to which every evaluated length retrieves >= 80%
