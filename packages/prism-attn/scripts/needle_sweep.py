@@ -7,10 +7,13 @@ floor (``global_min_pages``) was chosen and checked on:
         dense oracle floor=16 floor=32 floor=64
     python scripts/needle_sweep.py tiny-m passkey:1024 passkey:2048 --seed 3000 --samples 40 \
         dense floor=0 floor=16
+    python scripts/needle_sweep.py tiny-m passkey:4096 --yarn 2 --seed 2000 --samples 40 dense g=1
 
 A setting is ``dense``, ``oracle``, or comma-free ``key=value`` pairs joined by ``+``: ``floor=``
 (global_min_pages), ``g=`` (global_pages), ``cap=`` (max_candidates), ``radius=``, ``mb=`` (min_blocks),
-``span=`` (global_span), ``anchors=0,3`` (anchor_layers); everything else is the package default."""
+``span=`` (global_span), ``anchors=0,3`` (anchor_layers); everything else is the package default.
+``--yarn F`` stretches the model's RoPE to F × its trained context first (papershelf-lm's
+``extend_context``)."""
 
 import argparse
 
@@ -44,16 +47,21 @@ def main() -> None:
     ap.add_argument("cases", nargs="+", help="task:n cases, then the settings")
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--seed", type=int, default=2000)
+    ap.add_argument("--yarn", type=float, default=None)
     args = ap.parse_intermixed_args()
     cases = [c for c in args.cases if ":" in c]
     specs = [c for c in args.cases if ":" not in c]
     torch.set_num_threads(1)
     model, _ = lm.load(args.model)
+    if args.yarn is not None:
+        lm.extend_context(model, args.yarn)
+    yarn = f" YaRN x{args.yarn:g}" if args.yarn else ""
     for case in cases:
         task, n = case.split(":")
         configs = {spec: parse(spec, int(n) // 16) for spec in specs}
         acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)
-        head = f"{args.model} {task} n={n} κ={int(n) // 16} ({args.samples} samples from seed {args.seed}):"
+        setup = f"{task} n={n} κ={int(n) // 16} ({args.samples} samples from seed {args.seed})"
+        head = f"{args.model}{yarn} {setup}:"
         print(head, acc, flush=True)
 
 

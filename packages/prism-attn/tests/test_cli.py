@@ -178,6 +178,7 @@ def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
         (["--niah-lengths", "99999"], "--niah-lengths"),
         (["--radius", "-1"], "--radius"),
         (["--model", "no-such-model"], "--model"),
+        (["--yarn", "0.5"], "--yarn"),
     ]
     for extra, words in cases:
         assert main(["reproduce", *extra]) == 2, extra

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from papershelf.cli import App, arg, check_threads
-from papershelf.errors import InputError, MissingDependencyError, check_int
+from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
 from papershelf.hf_folder import check_config_fits_weights, model_folder
 from papershelf.repro import check_output_path, check_outputs
 from prism_attn import __version__
@@ -254,6 +254,13 @@ def _bench(args: argparse.Namespace) -> None:
         arg("--loss-lengths", type=int, nargs="+", default=[1024, 8192]),
         arg("--niah-lengths", type=int, nargs="+", default=[512, 1024]),
         arg("--samples", type=int, default=10, help="needle samples per length (default 10)"),
+        arg(
+            "--yarn",
+            type=float,
+            default=None,
+            metavar="F",
+            help="stretch the testbed model's RoPE to F x its trained context with YaRN (no training)",
+        ),
         arg("--threads", type=int, default=2),
         arg("--plot", default=None, metavar="FILE.png", help="attention-loss curves (needs matplotlib)"),
         *CONFIG_ARGS,
@@ -271,6 +278,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     for flag, lengths in (("--loss-lengths", args.loss_lengths), ("--niah-lengths", args.niah_lengths)):
         for n in lengths:
             check_int(flag, n, low=256, high=16384)
+    if args.yarn is not None:
+        check_number("--yarn", args.yarn, low=1)
     base = _config(args)
     check_outputs({"--out": args.out, "--plot": args.plot})
     if args.plot:
@@ -282,7 +291,9 @@ def _reproduce(args: argparse.Namespace) -> None:
     except Exception as exc:  # a corrupt folder: unreadable weights, a config that does not load
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"--model {args.model!r}: not a loadable testbed model ({first})") from None
-    result: dict = {"model": args.model, "config": {k: v for k, v in vars(base).items()}}
+    if args.yarn is not None:
+        lm.extend_context(model, args.yarn)
+    result: dict = {"model": args.model, "yarn": args.yarn, "config": {k: v for k, v in vars(base).items()}}
     started = time.time()
     methods = ("oracle", "prism", "prism-local", "static", "quest")
     header = ["n", "kappa", *methods, "prism/static", "prism/oracle"]
