@@ -11,7 +11,7 @@ from compact_attn import (
     QuokaAttention,
 )
 from compact_attn.data import planted_chunk
-from compact_attn.selectors import block_bounds, block_causal, mass_before
+from compact_attn.selectors import block_bounds, block_causal, mass_before, score_bounds
 
 from papershelf.errors import InputError
 
@@ -144,9 +144,7 @@ def test_block_bounds_bound_every_score_and_are_exact_for_one_key_blocks():
     lo, hi = block_bounds(k, 8)
     assert lo.shape == hi.shape == (2, 6, 6)
     scores = torch.einsum("htd,hnd->htn", q, k.repeat_interleave(2, 0))  # (4, 9, 41)
-    U = q.clamp_min(0) @ hi.repeat_interleave(2, 0).transpose(1, 2) + q.clamp_max(0) @ lo.repeat_interleave(
-        2, 0
-    ).transpose(1, 2)
+    U = score_bounds(q, lo, hi)  # the bound selector's U (before 1/√D)
     for j in range(6):
         assert bool((U[..., j] >= scores[..., 8 * j : 8 * j + 8].amax(-1) - 1e-12).all())
     P = BoundSelector(pool="mean").scores(q, k, offset=32, block=1)  # block 1: exact attention

@@ -264,18 +264,12 @@ class BoundSelector(BlockSelector):
         T, Qb, Kb = check_selector_inputs(q, k, offset, block)
         H, _, D = q.shape
         Hkv = k.shape[0]
-        G = H // Hkv
         if key_bounds is None:
             key_bounds = block_bounds(k, block)
         kmin, kmax = key_bounds
         if kmin.shape != (Hkv, Kb, D) or kmax.shape != (Hkv, Kb, D):
             raise InputError(f"key_bounds must be two tensors of shape {(Hkv, Kb, D)}")
-        qg = q.reshape(Hkv, G * T, D)
-        # max(q_d·hi, q_d·lo) = max(q_d, 0)·hi + min(q_d, 0)·lo, since hi ≥ lo
-        u = qg.clamp_min(0) @ kmax.to(q.dtype).transpose(1, 2) + qg.clamp_max(0) @ kmin.to(q.dtype).transpose(
-            1, 2
-        )
-        u = u.view(H, T, Kb).mul_(1.0 / math.sqrt(D))
+        u = score_bounds(q, kmin, kmax).mul_(1.0 / math.sqrt(D))
         visible = (torch.arange(Kb)[None, :] * block) <= (offset + torch.arange(T))[:, None]
         p = torch.softmax(u.masked_fill_(~visible[None], float("-inf")), -1)
         p = torch.nn.functional.pad(p, (0, 0, 0, Qb * block - T)).view(H, Qb, block, Kb)
@@ -285,6 +279,17 @@ class BoundSelector(BlockSelector):
         rows = torch.full((Qb,), float(block), dtype=p.dtype)
         rows[-1] = T - (Qb - 1) * block
         return p.sum(2) / rows[None, :, None]
+
+
+def score_bounds(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -> torch.Tensor:
+    """U (H, T, Kb) with U[h, t, j] = Σ_d max(q_d·kmax_jd, q_d·kmin_jd) ≥ q_t·k for every key k of block j,
+    for q (H, T, D) and the GQA group's block bounds kmin, kmax (H_kv, Kb, D)."""
+    H, T, D = q.shape
+    Hkv, Kb, _ = kmax.shape
+    qg = q.reshape(Hkv, H // Hkv * T, D)
+    # max(q_d·hi, q_d·lo) = max(q_d, 0)·hi + min(q_d, 0)·lo, since hi ≥ lo
+    hi, lo = kmax.to(q.dtype).transpose(1, 2), kmin.to(q.dtype).transpose(1, 2)
+    return (qg.clamp_min(0) @ hi + qg.clamp_max(0) @ lo).view(H, T, Kb)
 
 
 def block_bounds(k: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
