@@ -13,7 +13,15 @@ from compact_attn.cli import main
 def test_demo_prints_the_table(capsys):
     assert main(["demo", "--n", "1024"]) == 0
     out = capsys.readouterr().out
-    for word in ("compact-antidiag", "compact-meanpool", "quoka", "per-head", "dense", "recall"):
+    for word in (
+        "compact-antidiag",
+        "compact-meanpool",
+        "compact-tail",
+        "quoka",
+        "per-head",
+        "dense",
+        "recall",
+    ):
         assert word in out
 
 
@@ -24,17 +32,28 @@ def test_bench_quick_writes_records(tmp_path, capsys, monkeypatch):
     real = experiments.methods_for
     monkeypatch.setattr(experiments, "methods_for", lambda *a, **kw: built.append(kw) or real(*a, **kw))
     out = tmp_path / "b.json"
-    argv = ["bench", "--quick", "--no-per-head", "--rule", "mass", "--sink", "1", "--pool", "max"]
+    argv = [
+        "bench",
+        "--quick",
+        "--no-per-head",
+        "--rule",
+        "mass",
+        "--sink",
+        "1",
+        "--pool",
+        "max",
+        "--queries",
+        "4",
+    ]
     assert main([*argv, "--out", str(out)]) == 0
     recs = json.loads(out.read_text())
     names = {r["candidate"] for r in recs}
-    assert {"compact-antidiag", "compact-meanpool", "quoka"} <= names
+    assert {"compact-antidiag", "compact-meanpool", "compact-bound", "compact-tail", "quoka"} <= names
     assert all(r["baseline"].startswith("dense") for r in recs)
     assert "speedup" in capsys.readouterr().out
-    assert [(b["rule"], b["sink"], b["pool"]) for b in built] == [("mass", 1, "max")]
-    assert {(r["setting"]["rule"], r["setting"]["sink"], r["setting"]["pool"]) for r in recs} == {
-        ("mass", 1, "max")
-    }
+    assert [(b["rule"], b["sink"], b["pool"], b["queries"]) for b in built] == [("mass", 1, "max", 4)]
+    settings = {tuple(r["setting"][k] for k in ("rule", "sink", "pool", "queries")) for r in recs}
+    assert settings == {("mass", 1, "max", 4)}
 
 
 def test_the_stride_rule_binds_the_antidiagonal_selector_only():
@@ -44,10 +63,15 @@ def test_the_stride_rule_binds_the_antidiagonal_selector_only():
 
     from papershelf.errors import InputError
 
-    kw = dict(budget=0.25, block=3, stride=8, chunk=512, rule="max", pool="mean", alloc="head", sink=0)
-    _check_sel(argparse.Namespace(selector="meanpool", **kw))  # meanpool has no stride
+    kw = dict(budget=0.25, block=3, stride=8, chunk=512, rule="max", pool="mean", alloc="head", sink=0,
+              queries=8)  # fmt: skip
+    _check_sel(argparse.Namespace(selector="meanpool", **kw))  # meanpool has no stride, no tail queries
     with pytest.raises(InputError, match="--stride"):
         _check_sel(argparse.Namespace(selector="antidiagonal", **kw))
+    with pytest.raises(InputError, match="--queries"):
+        _check_sel(argparse.Namespace(selector="tail", **kw))
+    with pytest.raises(InputError, match="--stride"):  # bench / reproduce run every selector
+        _check_sel(argparse.Namespace(**kw))
 
 
 @pytest.mark.parametrize(
@@ -65,6 +89,8 @@ def test_the_stride_rule_binds_the_antidiagonal_selector_only():
         (["reproduce", "--task-protocol", "answer-only", "--lengths"], "--task-protocol"),
         (["reproduce", "--task-yarn", "0.5", "--lengths"], "--task-yarn"),
         (["eval", "--model", "/no/such/folder", "--selector", "oracle"], "--selector"),
+        (["bench", "--quick", "--queries", "0"], "--queries"),
+        (["bench", "--quick", "--queries", "65"], "--queries"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, word, capsys, tmp_path):

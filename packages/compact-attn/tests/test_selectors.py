@@ -9,9 +9,10 @@ from compact_attn import (
     MeanPoolSelector,
     PagedKVCache,
     QuokaAttention,
+    TailQuerySelector,
 )
 from compact_attn.data import planted_chunk
-from compact_attn.selectors import block_bounds, block_causal, mass_before, score_bounds
+from compact_attn.selectors import block_bounds, block_causal, mass_before, score_bounds, tail_rows
 
 from papershelf.errors import InputError
 
@@ -22,6 +23,7 @@ from papershelf.errors import InputError
         AntidiagonalSelector(stride=4, budget=0.125),
         MeanPoolSelector(budget=0.125),
         BoundSelector(budget=0.125),
+        TailQuerySelector(budget=0.125),
     ],
 )
 def test_planted_needle_blocks_are_selected(selector):
@@ -51,6 +53,7 @@ def test_scores_are_row_distributions_over_visible_blocks():
         MeanPoolSelector(),
         BoundSelector(),
         BoundSelector(pool="mean"),
+        TailQuerySelector(queries=4),
     ):
         P = sel.scores(q, k, offset=260, block=16)
         assert P.shape == (8, 3, 19)
@@ -209,3 +212,76 @@ def test_alloc_is_validated():
         MeanPoolSelector(alloc="global")
     with pytest.raises(InputError, match="alloc"):
         AntidiagonalSelector(alloc="")
+
+
+def _tail_reference(q, k, offset, block, queries):
+    """P straight from the definition, one query at a time in float64: softmax over the visible keys,
+    summed per KV block, max over the last ``queries`` queries of each Q-block, renormalised."""
+    H, T, D = q.shape
+    Hkv, N, _ = k.shape
+    Kb = -(-N // block)
+    out = torch.zeros(H, -(-T // block), Kb, dtype=torch.float64)
+    for h in range(H):
+        kh = k[h // (H // Hkv)].double()
+        for b in range(out.shape[1]):
+            start, end = b * block, min((b + 1) * block, T)
+            for t in range(max(start, end - queries), end):
+                p = torch.softmax(q[h, t].double() @ kh[: offset + t + 1].T / D**0.5, -1)
+                per_block = torch.zeros(Kb, dtype=torch.float64).index_add_(
+                    0, torch.arange(offset + t + 1) // block, p
+                )
+                out[h, b] = torch.maximum(out[h, b], per_block)
+    return out / out.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("T, offset, block, queries", [(100, 60, 16, 4), (37, 91, 8, 8), (5, 64, 16, 8)])
+def test_tail_selector_equals_its_definition(T, offset, block, queries):
+    """Including a last Q-block shorter than ``queries`` (37 = 4·8 + 5; a 5-query chunk)."""
+    g = torch.Generator().manual_seed(8)
+    q = torch.randn(4, T, 8, generator=g, dtype=torch.float64)
+    k = torch.randn(2, offset + T, 8, generator=g, dtype=torch.float64)
+    got = TailQuerySelector(queries=queries).scores(q, k, offset=offset, block=block)
+    torch.testing.assert_close(got, _tail_reference(q, k, offset, block, queries), rtol=0, atol=1e-12)
+    # every query scored: exact per-query block probabilities, max over the Q-block (stride-1 antidiagonal)
+    full = TailQuerySelector(queries=block).scores(q, k, offset=offset, block=block)
+    exact = AntidiagonalSelector(stride=1, pool="max").scores(q, k, offset=offset, block=block)
+    torch.testing.assert_close(full, exact, rtol=0, atol=1e-12)
+
+
+def test_tail_selector_reads_only_the_last_queries_of_each_q_block():
+    """A query outside the tails does not change the scores; one inside does. tail_rows are the last
+    ``queries`` positions of each Q-block."""
+    assert tail_rows(40, 16, 3).tolist() == [15, 14, 13, 31, 30, 29, 39, 38, 37]
+    assert tail_rows(2, 16, 3).tolist() == [1, 0, 0]
+    g = torch.Generator().manual_seed(9)
+    q, k = torch.randn(4, 48, 8, generator=g), torch.randn(2, 112, 8, generator=g)
+    sel = TailQuerySelector(queries=4)
+    base = sel.scores(q, k, offset=64, block=16)
+    q2 = q.clone()
+    q2[:, 3] += 5.0  # position 3 of Q-block 0: not among its last 4
+    assert torch.equal(sel.scores(q2, k, offset=64, block=16), base)
+    q2[:, 15] += 5.0  # the last query of Q-block 0
+    assert not torch.equal(sel.scores(q2, k, offset=64, block=16), base)
+
+
+def test_tail_selector_keeps_the_block_its_last_query_copies():
+    """The spike of test_bound_selector_keeps_one_querys_spike_that_averaging_loses, now on the last
+    query of a Q-block: with a one-block budget the tail selector keeps exactly that block."""
+    g = torch.Generator().manual_seed(6)
+    D, B, N, T = 16, 16, 512, 64
+    q = 0.3 * torch.randn(2, T, D, generator=g)
+    k = 0.3 * torch.randn(1, N, D, generator=g)
+    u = torch.randn(D, generator=g)
+    u /= u.norm()
+    k[0, 100] = 6.0 * u  # one key in block 6
+    q[0, 47] = 6.0 * u  # the last query of Q-block 2 copies it
+    mask = TailQuerySelector(budget=1, queries=2)(q, k, offset=N - T, block=B)
+    assert set(torch.nonzero(mask.any((0, 1))[: (N - T) // B]).flatten().tolist()) == {6}
+
+
+@pytest.mark.parametrize("kw, word", [({"queries": 0}, "queries"), ({"queries": 2.0}, "queries")])
+def test_bad_tail_options(kw, word):
+    with pytest.raises(InputError, match=word):
+        TailQuerySelector(**kw)
+    with pytest.raises(InputError, match="at most the block size"):
+        TailQuerySelector(queries=32).scores(torch.randn(4, 8, 4), torch.randn(2, 24, 4), offset=16, block=16)

@@ -27,6 +27,7 @@ _EXPORTS = {
     "AntidiagonalSelector": "selectors",
     "MeanPoolSelector": "selectors",
     "BoundSelector": "selectors",
+    "TailQuerySelector": "selectors",
     "FixedMask": "selectors",
     "make_selector": "selectors",
     "CompactAttention": "compact",

@@ -36,6 +36,7 @@ SEL_ARGS = [
         help="antidiagonal rows → Q-block: mean (default) or max (the bound selector: max)",
     ),
     arg("--alloc", default="head", help="budget per KV head (head, default) or pooled over KV heads"),
+    arg("--queries", type=int, default=8, help="tail selector: exact queries per Q-block (default 8)"),
 ]
 
 
@@ -44,6 +45,8 @@ def _sel_kw(args, selector: str = "antidiagonal") -> dict:
     kw = {"rule": args.rule, "sink": args.sink, "alloc": args.alloc}
     if selector == "antidiagonal":
         kw.update(stride=args.stride, pool=args.pool)
+    elif selector == "tail":
+        kw.update(queries=args.queries)
     return kw
 
 
@@ -65,9 +68,12 @@ def _check_sel(args) -> None:
     if args.alloc not in ("head", "pooled"):
         raise InputError(f"--alloc must be 'head' or 'pooled', got {args.alloc!r}")
     check_int("--sink", args.sink, low=0)
-    uses_stride = getattr(args, "selector", "antidiagonal") == "antidiagonal"  # meanpool has no stride
-    if uses_stride and args.block % args.stride:
+    check_int("--queries", args.queries, low=1)
+    selector = getattr(args, "selector", None)  # bench and reproduce run every selector
+    if selector in (None, "antidiagonal") and args.block % args.stride:  # only this one has a stride
         raise InputError(f"--block ({args.block}) must be a multiple of --stride ({args.stride})")
+    if selector in (None, "tail") and args.queries > args.block:
+        raise InputError(f"--queries ({args.queries}) must be at most --block ({args.block})")
 
 
 def _table(header: list[str], rows: list[list]) -> str:
@@ -81,7 +87,14 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-METHOD_ORDER = ("compact-antidiag", "compact-meanpool", "compact-bound", "quoka", "per-head-antidiag")
+METHOD_ORDER = (
+    "compact-antidiag",
+    "compact-meanpool",
+    "compact-bound",
+    "compact-tail",
+    "quoka",
+    "per-head-antidiag",
+)
 
 
 # ---- demo ---------------------------------------------------------------------------------------------
@@ -171,6 +184,7 @@ def _bench(args: argparse.Namespace) -> None:
         rule=args.rule,
         sink=args.sink,
         pool=args.pool,
+        queries=args.queries,
     )
     med = r["median_s"]
     print(
@@ -179,7 +193,7 @@ def _bench(args: argparse.Namespace) -> None:
     )
     rows = [[m, med[m] * 1e3, r["kv_fraction"][m], r["speedup"][m]] for m in med]
     print(_table(["method", "median ms", "KV fraction", f"speedup vs {r['dense']}"], rows))
-    keys = "n chunk heads kv_heads head_dim block budget stride alloc rule sink pool".split()
+    keys = "n chunk heads kv_heads head_dim block budget stride alloc rule sink pool queries".split()
     setting = {k: r[k] for k in keys}  # what the timed selectors were built with
     setting["threads"] = args.threads
     records = []
@@ -217,13 +231,14 @@ def _accuracy_records(args) -> list[dict]:
     out = []
     for n in (8192, 16384):
         c = testbed_curves(model, n, [args.budget], chunk=args.chunk, block=args.block, stride=args.stride,
-                           rule=args.rule, sink=args.sink, pool=args.pool, alloc=args.alloc)  # fmt: skip
+                           rule=args.rule, sink=args.sink, pool=args.pool, alloc=args.alloc,
+                           queries=args.queries)  # fmt: skip
         row = c["rows"][0]
         setting = {"model": "tiny-m", "n": n, "chunk": args.chunk, "block": args.block, "budget": args.budget,
                    "layers": c["layers"], "chunks_scored_per_layer": c["chunks_per_sample"],
                    "stride": args.stride, "alloc": args.alloc, "rule": args.rule, "sink": args.sink,
-                   "pool": args.pool}  # fmt: skip
-        for m in ("compact-antidiag", "compact-meanpool", "compact-bound"):
+                   "pool": args.pool, "queries": args.queries}  # fmt: skip
+        for m in ("compact-antidiag", "compact-meanpool", "compact-bound", "compact-tail"):
             for metric, better, target in (("recall", "higher", 1.05), ("rel_error", "lower", 0.7)):
                 rec = record(
                     package="compact-attn", version=__version__, benchmark=f"testbed-{metric}-{n}-{m}",
@@ -319,7 +334,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     started = time.time()
     result: dict = {
         "model": args.model, "task_model": args.task_model, "chunk": args.chunk, "block": args.block,
-        "stride": args.stride, "rule": args.rule, "sink": args.sink, "pool": args.pool, "curves": [],
+        "stride": args.stride, "rule": args.rule, "sink": args.sink, "pool": args.pool,
+        "queries": args.queries, "curves": [],
         "tasks": [], "task_protocol": args.task_protocol, "task_yarn": args.task_yarn,
     }  # fmt: skip
     model, _ = lm.load(args.model) if args.lengths else (None, None)
@@ -336,6 +352,7 @@ def _reproduce(args: argparse.Namespace) -> None:
             sink=args.sink,
             pool=args.pool,
             alloc=args.alloc,
+            queries=args.queries,
         )
         result["curves"].append(c)
         last = c["chunks_per_sample"]
@@ -366,6 +383,8 @@ def _reproduce(args: argparse.Namespace) -> None:
                                                                    **_sel_kw(args, "meanpool"))),
         "compact-bound": lambda: CompactAttention(make_selector("bound", budget=args.budget,
                                                                 **_sel_kw(args, "bound"))),
+        "compact-tail": lambda: CompactAttention(make_selector("tail", budget=args.budget,
+                                                               **_sel_kw(args, "tail"))),
         "quoka": lambda: QuokaAttention(args.budget),
     }  # fmt: skip
     rows = []
@@ -450,7 +469,7 @@ def _plot(result: dict, path: str) -> None:
         arg(
             "--max-tokens", type=int, default=None, help="truncate the prompt (default: the model's context)"
         ),
-        arg("--selector", choices=["antidiagonal", "meanpool", "bound"], default="antidiagonal"),
+        arg("--selector", choices=["antidiagonal", "meanpool", "bound", "tail"], default="antidiagonal"),
         arg("--threads", type=int, default=1),
         *SEL_ARGS,
     ],

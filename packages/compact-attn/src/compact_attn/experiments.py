@@ -25,16 +25,17 @@ def need_testbed():
 
 
 def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rule: str = "max", sink: int = 0,
-                pool: str = "mean", alloc: str = "head") -> dict:  # fmt: skip
-    """The compared methods at one KV budget (compact with the three selectors, QUOKA, per-head);
-    ``rule``/``sink``/``alloc`` go to every selector, ``pool`` to the antidiagonal one (the bound selector
-    pools by max)."""
+                pool: str = "mean", alloc: str = "head", queries: int = 8) -> dict:  # fmt: skip
+    """The compared methods at one KV budget (compact with the four selectors, QUOKA, per-head);
+    ``rule``/``sink``/``alloc`` go to every selector, ``pool`` to the antidiagonal one (the bound and tail
+    selectors pool by max), ``queries`` to the tail selector."""
     ad = dict(stride=stride, budget=budget, rule=rule, sink=sink, pool=pool, alloc=alloc)
     mp = dict(budget=budget, rule=rule, sink=sink, alloc=alloc)
     return {
         "compact-antidiag": CompactAttention(make_selector("antidiagonal", **ad)),
         "compact-meanpool": CompactAttention(make_selector("meanpool", **mp)),
         "compact-bound": CompactAttention(make_selector("bound", **mp)),
+        "compact-tail": CompactAttention(make_selector("tail", queries=queries, **mp)),
         "quoka": QuokaAttention(budget, n_queries=n_queries),
         "per-head-antidiag": PerHeadBlockSparse(make_selector("antidiagonal", **ad)),
     }
@@ -43,7 +44,7 @@ def methods_for(budget, *, block: int, stride: int = 8, n_queries: int = 32, rul
 # ---- speed ----------------------------------------------------------------------------------------------
 def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block=64, budget=0.25, stride=8,
                 repeat=3, seed=0, per_head=True, alloc="head", rule="max", sink=0,
-                pool="mean") -> dict:  # fmt: skip
+                pool="mean", queries=8) -> dict:  # fmt: skip
     """Time one chunk of ``chunk`` queries at ``n`` accumulated tokens, every method interleaved in the
     same run (``repeat`` rounds after one warm-up round; medians). Selection cost is included."""
     from compact_attn.data import random_chunk
@@ -53,7 +54,8 @@ def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block
     cache.append(0, k, v)
     del k, v
     runs = {"dense-sdpa": DenseAttention("sdpa"), "dense-matmul": DenseAttention("matmul")}
-    runs.update(methods_for(budget, block=block, stride=stride, alloc=alloc, rule=rule, sink=sink, pool=pool))
+    runs.update(methods_for(budget, block=block, stride=stride, alloc=alloc, rule=rule, sink=sink, pool=pool,
+                            queries=queries))  # fmt: skip
     if not per_head:
         runs.pop("per-head-antidiag")
     times: dict[str, list[float]] = {m: [] for m in runs}
@@ -73,6 +75,7 @@ def speed_chunk(n=32768, chunk=512, *, heads=32, kv_heads=8, head_dim=128, block
     return {
         "n": n, "chunk": chunk, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "block": block,
         "budget": budget, "stride": stride, "alloc": alloc, "rule": rule, "sink": sink, "pool": pool,
+        "queries": queries,
         "repeat": repeat, "median_s": med, "times_s": times,
         "kv_fraction": fractions, "dense": dense_name, "dense_s": med[dense_name],
         "speedup": {m: med[dense_name] / med[m] for m in med},

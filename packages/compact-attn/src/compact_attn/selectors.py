@@ -281,6 +281,62 @@ class BoundSelector(BlockSelector):
         return p.sum(2) / rows[None, :, None]
 
 
+class TailQuerySelector(BlockSelector):
+    """Exact attention of a few queries per Q-block (this package's addition, not in the paper): for each
+    Q-block, its last ``queries`` queries score every visible key exactly, softmax per query, summed over
+    each KV block; P[h, b, ·] is the largest of those per-query block distributions, renormalised. The
+    last queries of a block are the ones nearest to the tokens that follow (SnapKV's observation window,
+    applied per Q-block), and in the chunk that ends a prompt they are the question itself, whose few
+    needle tokens a strided or pooled estimate averages away. Cost: ``queries``/B of the dense QKᵀ plus one
+    pass of exp over those rows; one KV group at a time, so the score buffer is G·Qb·queries × N."""
+
+    name = "tail"
+
+    def __init__(self, *, queries: int = 8, budget=0.25, threshold: float | None = None, rule: str = "max",
+                 sink: int = 0, alloc: str = "head") -> None:  # fmt: skip
+        super().__init__(budget=budget, threshold=threshold, rule=rule, sink=sink, alloc=alloc)
+        if isinstance(queries, bool) or not isinstance(queries, int) or queries < 1:
+            raise InputError(f"queries must be a positive integer (scored per Q-block), got {queries!r}")
+        self.queries = queries
+
+    def scores(self, q, k, *, offset: int, block: int, key_means=None) -> torch.Tensor:
+        T, Qb, Kb = check_selector_inputs(q, k, offset, block)
+        if self.queries > block:
+            raise InputError(f"queries ({self.queries}) must be at most the block size ({block})")
+        H, _, D = q.shape
+        Hkv, N, _ = k.shape
+        G, W = H // Hkv, self.queries
+        rows = tail_rows(T, block, W)  # (Qb·W,) chunk-relative, Q-block by Q-block
+        # a scored query at chunk position t sees keys up to offset + t: only chunk keys can be in its future
+        future = torch.arange(T)[None, :] > rows[:, None]  # (Qb·W, T)
+        full = N // block
+        out = torch.empty(H, Qb * W, Kb, dtype=q.dtype)
+        # one score buffer for all groups: a fresh 30 MB tensor per group costs its page faults each time
+        buf = torch.empty(G * rows.numel(), N, dtype=q.dtype)
+        for g in range(Hkv):
+            qg = q[g * G : (g + 1) * G, rows].reshape(G * rows.numel(), D) * (1.0 / math.sqrt(D))
+            s = torch.mm(qg, k[g].T.to(q.dtype), out=buf).view(G, rows.numel(), N)
+            s[..., offset:].masked_fill_(future[None], float("-inf"))
+            s.sub_(s.amax(-1, keepdim=True)).exp_()  # unnormalised per-query probabilities
+            mass = out[g * G : (g + 1) * G]
+            mass[..., :full] = s[..., : full * block].view(G, rows.numel(), full, block).sum(-1)
+            if full < Kb:
+                mass[..., full] = s[..., full * block :].sum(-1)
+        out /= out.sum(-1, keepdim=True)
+        p = out.view(H, Qb, W, Kb).amax(2)
+        return p / p.sum(-1, keepdim=True)
+
+
+def tail_rows(T: int, block: int, queries: int) -> torch.Tensor:
+    """Chunk-relative positions of the last ``queries`` queries of every Q-block (a Q-block shorter than
+    that repeats its first query, which changes nothing under a max)."""
+    Qb = math.ceil(T / block)
+    starts = torch.arange(Qb) * block
+    ends = torch.minimum(starts + block, torch.tensor(T))
+    rows = ends[:, None] - 1 - torch.arange(queries)[None, :]
+    return torch.maximum(rows, starts[:, None]).flatten()
+
+
 def score_bounds(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -> torch.Tensor:
     """U (H, T, Kb) with U[h, t, j] = Σ_d max(q_d·kmax_jd, q_d·kmin_jd) ≥ q_t·k for every key k of block j,
     for q (H, T, D) and the GQA group's block bounds kmin, kmax (H_kv, Kb, D)."""
@@ -330,7 +386,12 @@ def check_mask(m, heads: int, q_blocks: int, kv_blocks: int) -> torch.Tensor:
     return m
 
 
-SELECTORS = {"antidiagonal": AntidiagonalSelector, "meanpool": MeanPoolSelector, "bound": BoundSelector}
+SELECTORS = {
+    "antidiagonal": AntidiagonalSelector,
+    "meanpool": MeanPoolSelector,
+    "bound": BoundSelector,
+    "tail": TailQuerySelector,
+}
 
 
 def make_selector(name: str, **kw) -> BlockSelector:
