@@ -469,7 +469,7 @@ def _plot(result: dict, path: str) -> None:
         arg(
             "--max-tokens", type=int, default=None, help="truncate the prompt (default: the model's context)"
         ),
-        arg("--selector", choices=["antidiagonal", "meanpool", "bound", "tail"], default="antidiagonal"),
+        arg("--selector", choices=["antidiagonal", "meanpool", "bound", "tail"], default="tail"),
         arg("--threads", type=int, default=1),
         *SEL_ARGS,
     ],
