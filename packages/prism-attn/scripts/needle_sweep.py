@@ -13,7 +13,11 @@ A setting is ``dense``, ``oracle``, or comma-free ``key=value`` pairs joined by 
 (global_min_pages), ``g=`` (global_pages), ``cap=`` (max_candidates), ``radius=``, ``mb=`` (min_blocks),
 ``span=`` (global_span), ``anchors=0,3`` (anchor_layers); everything else is the package default.
 ``--yarn F`` stretches the model's RoPE to F × its trained context first (papershelf-lm's
-``extend_context``)."""
+``extend_context``). ``--calibrate N`` gives every Prism setting without ``anchors=`` the N anchor layers
+``prism_attn.calibrate_anchors`` picks on 4 held-out corpus texts of each case's length:
+
+    python scripts/needle_sweep.py tiny-m passkey:4096 --yarn 2 --seed 2000 --samples 40 --calibrate 2 \
+        dense g=1"""
 
 import argparse
 
@@ -48,6 +52,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--seed", type=int, default=2000)
     ap.add_argument("--yarn", type=float, default=None)
+    ap.add_argument("--calibrate", type=int, default=None, metavar="N")
     args = ap.parse_intermixed_args()
     cases = [c for c in args.cases if ":" in c]
     specs = [c for c in args.cases if ":" not in c]
@@ -59,6 +64,16 @@ def main() -> None:
     for case in cases:
         task, n = case.split(":")
         configs = {spec: parse(spec, int(n) // 16) for spec in specs}
+        if args.calibrate is not None:
+            from prism_attn.calibrate import calibrate_anchors
+            from prism_attn.experiments import corpus_texts
+
+            cal = calibrate_anchors(model, corpus_texts(int(n)), PrismConfig(kappa=int(n) // 16),
+                                    anchors=args.calibrate)  # fmt: skip
+            print(f"calibrated anchors {cal.anchor_layers} at n={n}", flush=True)
+            for spec, cfg in configs.items():
+                if cfg.method == "prism" and "anchors=" not in spec:
+                    configs[spec] = PrismConfig(**{**vars(cfg), "anchor_layers": cal.anchor_layers})
         acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)
         setup = f"{task} n={n} κ={int(n) // 16} ({args.samples} samples from seed {args.seed})"
         head = f"{args.model}{yarn} {setup}:"

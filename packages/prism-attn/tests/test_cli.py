@@ -179,6 +179,7 @@ def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
         (["--radius", "-1"], "--radius"),
         (["--model", "no-such-model"], "--model"),
         (["--yarn", "0.5"], "--yarn"),
+        (["--calibrate-anchors", "0"], "--calibrate-anchors"),
     ]
     for extra, words in cases:
         assert main(["reproduce", *extra]) == 2, extra

@@ -36,6 +36,7 @@ _EXPORTS = {
     "sparse_decode": "prism_attn.ops",
     "quest_select": "prism_attn.baselines",
     "sdpa_decode": "prism_attn.baselines",
+    "calibrate_anchors": "prism_attn.calibrate",
     "enable": "prism_attn.hf",
     "disable": "prism_attn.hf",
 }

@@ -261,6 +261,14 @@ def _bench(args: argparse.Namespace) -> None:
             metavar="F",
             help="stretch the testbed model's RoPE to F x its trained context with YaRN (no training)",
         ),
+        arg(
+            "--calibrate-anchors",
+            type=int,
+            default=None,
+            metavar="N",
+            help="N exact layers (layer 0 and the N-1 of lowest proposal coverage) chosen on 4 held-out "
+            "corpus texts as long as the longest needle length (replaces the anchor schedule)",
+        ),
         arg("--threads", type=int, default=2),
         arg("--plot", default=None, metavar="FILE.png", help="attention-loss curves (needs matplotlib)"),
         *CONFIG_ARGS,
@@ -280,6 +288,12 @@ def _reproduce(args: argparse.Namespace) -> None:
             check_int(flag, n, low=256, high=16384)
     if args.yarn is not None:
         check_number("--yarn", args.yarn, low=1)
+    if args.calibrate_anchors is not None:
+        check_int("--calibrate-anchors", args.calibrate_anchors, low=1)
+        if not (args.niah_lengths or args.loss_lengths):
+            raise InputError(
+                "--calibrate-anchors needs a length to calibrate at (--niah-lengths or --loss-lengths)"
+            )
     base = _config(args)
     check_outputs({"--out": args.out, "--plot": args.plot})
     if args.plot:
@@ -293,7 +307,21 @@ def _reproduce(args: argparse.Namespace) -> None:
         raise InputError(f"--model {args.model!r}: not a loadable testbed model ({first})") from None
     if args.yarn is not None:
         lm.extend_context(model, args.yarn)
+    calibration = None
+    if args.calibrate_anchors is not None:
+        from prism_attn.calibrate import calibrate_anchors
+        from prism_attn.experiments import corpus_texts
+
+        n_cal = max([*args.niah_lengths, *args.loss_lengths])
+        k_cal = PrismConfig(**{**vars(base), "kappa": max(1, n_cal // 16)})
+        calibration = calibrate_anchors(model, corpus_texts(n_cal), k_cal, anchors=args.calibrate_anchors)
+        base = PrismConfig(**{**vars(base), "anchor_layers": calibration.anchor_layers})
+        cov = ", ".join("-" if c is None else f"{c:.3f}" for c in calibration.coverage)
+        print(f"calibrated anchors {calibration.anchor_layers} on 4 corpus texts of {n_cal} tokens "
+              f"(proposal coverage by layer: {cov})\n")  # fmt: skip
     result: dict = {"model": args.model, "yarn": args.yarn, "config": {k: v for k, v in vars(base).items()}}
+    if calibration is not None:
+        result["calibration"] = vars(calibration)
     started = time.time()
     methods = ("oracle", "prism", "prism-local", "static", "quest")
     header = ["n", "kappa", *methods, "prism/static", "prism/oracle"]

@@ -163,6 +163,20 @@ def _need_testbed():
     return papershelf_lm
 
 
+def corpus_texts(n: int, count: int = 4, seed: int = 0) -> list[torch.Tensor]:
+    """``count`` windows of n tokens (1, n) from the testbed corpus's validation split — development text
+    for :func:`prism_attn.calibrate.calibrate_anchors` (no task needle or question in it)."""
+    import numpy as np
+    from papershelf_lm.corpus import corpus_bytes
+    from papershelf_lm.tokenizer import encode_bytes
+
+    _need_testbed()
+    data = corpus_bytes("validation")
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(data) - n, size=count)
+    return [torch.tensor(encode_bytes(data[int(s) : int(s) + n]))[None] for s in starts]
+
+
 def loss_table(qs_by_pos, Ks_by_pos, Vs_by_pos, configs: dict[str, PrismConfig], scalings=None, errors=None):
     """Mean attention loss of each config over the given decode steps and every non-dense layer.
 
