@@ -156,23 +156,31 @@ def test_block_bounds_bound_every_score_and_are_exact_for_one_key_blocks():
     torch.testing.assert_close(P, want, rtol=0, atol=1e-12)
 
 
-def test_bound_selector_keeps_one_querys_spike_that_averaging_loses():
-    """One query of the chunk attends to a single far key: with a one-block budget the bound selector
-    (max over the Q-block) keeps that block; the mean-pooled estimate does not."""
+def _spike_chunk(query: int):
+    """A chunk of 64 queries (2 heads, one KV head, d 16) at 512 tokens whose query ``query`` of head 0
+    copies the single key 100 (block 6 of 16 tokens); everything else is small noise."""
     g = torch.Generator().manual_seed(6)
-    D, B, N, T = 16, 16, 512, 64
+    D, N, T = 16, 512, 64
     q = 0.3 * torch.randn(2, T, D, generator=g)
     k = 0.3 * torch.randn(1, N, D, generator=g)
     u = torch.randn(D, generator=g)
     u /= u.norm()
-    k[0, 100] = 6.0 * u  # one key in block 6
-    q[0, 50] = 6.0 * u  # one query of head 0 copies it
-    keep = {}
-    for name, sel in (("bound", BoundSelector(budget=1)), ("meanpool", MeanPoolSelector(budget=1))):
-        mask = sel(q, k, offset=N - T, block=B)
-        keep[name] = set(torch.nonzero(mask.any((0, 1))[: (N - T) // B]).flatten().tolist())
-    assert keep["bound"] == {6}
-    assert keep["meanpool"] != {6}
+    k[0, 100] = 6.0 * u
+    q[0, query] = 6.0 * u
+    return q, k
+
+
+def _kept_past_blocks(selector, q, k) -> set[int]:
+    mask = selector(q, k, offset=512 - 64, block=16)
+    return set(torch.nonzero(mask.any((0, 1))[: (512 - 64) // 16]).flatten().tolist())
+
+
+def test_bound_selector_keeps_one_querys_spike_that_averaging_loses():
+    """One query of the chunk attends to a single far key: with a one-block budget the bound selector
+    (max over the Q-block) keeps that block; the mean-pooled estimate does not."""
+    q, k = _spike_chunk(50)
+    assert _kept_past_blocks(BoundSelector(budget=1), q, k) == {6}
+    assert _kept_past_blocks(MeanPoolSelector(budget=1), q, k) != {6}
 
 
 def test_the_caches_block_bounds_equal_the_keys_bounds():
@@ -267,16 +275,8 @@ def test_tail_selector_reads_only_the_last_queries_of_each_q_block():
 def test_tail_selector_keeps_the_block_its_last_query_copies():
     """The spike of test_bound_selector_keeps_one_querys_spike_that_averaging_loses, now on the last
     query of a Q-block: with a one-block budget the tail selector keeps exactly that block."""
-    g = torch.Generator().manual_seed(6)
-    D, B, N, T = 16, 16, 512, 64
-    q = 0.3 * torch.randn(2, T, D, generator=g)
-    k = 0.3 * torch.randn(1, N, D, generator=g)
-    u = torch.randn(D, generator=g)
-    u /= u.norm()
-    k[0, 100] = 6.0 * u  # one key in block 6
-    q[0, 47] = 6.0 * u  # the last query of Q-block 2 copies it
-    mask = TailQuerySelector(budget=1, queries=2)(q, k, offset=N - T, block=B)
-    assert set(torch.nonzero(mask.any((0, 1))[: (N - T) // B]).flatten().tolist()) == {6}
+    q, k = _spike_chunk(47)  # the last query of Q-block 2
+    assert _kept_past_blocks(TailQuerySelector(budget=1, queries=2), q, k) == {6}
 
 
 @pytest.mark.parametrize("kw, word", [({"queries": 0}, "queries"), ({"queries": 2.0}, "queries")])
