@@ -22,10 +22,12 @@ non-negative block-probability estimate per (head, Q-block, KV-block) row) and i
   kv_heads·⌈β·past⌉ best, so the total KV read is the same but a head whose estimated mass is spread
   gets more blocks than one whose mass is concentrated.
 
-Two training-free estimators from the paper: :class:`AntidiagonalSelector` (XAttention-style strided
-antidiagonal sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block,
-softmax); and one of this package's: :class:`BoundSelector` (a Quest-style per-query upper bound from
-each block's elementwise key minima and maxima, pooled over the Q-block by max).
+Two training-free estimators from the paper notes: :class:`AntidiagonalSelector` (XAttention-style
+strided antidiagonal sums) and :class:`MeanPoolSelector` (mean-pooled query block · mean-pooled key block,
+softmax); and two of this package's: :class:`BoundSelector` (a Quest-style per-query upper bound from
+each block's elementwise key minima and maxima, pooled over the Q-block by max) and
+:class:`TailQuerySelector` (the exact attention of each Q-block's last queries, pooled by max; the
+default of :class:`compact_attn.CompactAttention`).
 """
 
 from __future__ import annotations
