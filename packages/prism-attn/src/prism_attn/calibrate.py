@@ -21,6 +21,7 @@ import torch
 from papershelf.errors import InputError, check_int
 from prism_attn import ops
 from prism_attn.config import PrismConfig
+from prism_attn.hf import check_model
 
 _names = itertools.count()
 
@@ -74,7 +75,7 @@ def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchor
 
     config = config or PrismConfig()
     texts = [texts] if isinstance(texts, torch.Tensor) else list(texts)
-    layers = _check_model(model)
+    layers = int(check_model(model).num_hidden_layers)
     anchors = check_int("anchors", anchors, low=1, high=layers)
     queries = check_int("queries", queries, low=1)
     if not texts:
@@ -121,10 +122,3 @@ def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchor
     coverage = [None] + [t / len(texts) for t in totals[1:]]
     worst = sorted(range(1, layers), key=lambda layer: coverage[layer])[: anchors - 1]
     return Calibration(tuple(sorted({0, *worst})), coverage, kappas, queries)
-
-
-def _check_model(model) -> int:
-    config = getattr(model, "config", None)
-    if not hasattr(model, "set_attn_implementation") or not hasattr(config, "_attn_implementation"):
-        raise InputError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
-    return int(config.num_hidden_layers)

@@ -80,13 +80,7 @@ def enable(
 
     from papershelf.errors import InputError
 
-    config_of_model = getattr(model, "config", None)
-    if not hasattr(model, "set_attn_implementation") or not hasattr(config_of_model, "_attn_implementation"):
-        raise InputError(
-            "model must be a transformers PreTrainedModel (with AttentionInterface support), "
-            f"got {type(model).__name__}"
-        )
-    model_type = getattr(config_of_model, "model_type", None)
+    model_type = getattr(check_model(model), "model_type", None)
     if model_type not in MODEL_TYPES and not any_model_type:
         raise InputError(
             f"model is a {model_type!r} model; enable() decodes the tested Llama family (model_type "
@@ -103,6 +97,20 @@ def enable(
     model.set_attn_implementation(name)
     setattr(model, _ATTR, handle)
     return handle
+
+
+def check_model(model):
+    """``model``'s config, or an InputError if ``model`` is not a transformers model whose attention
+    implementation can be switched (``set_attn_implementation``)."""
+    from papershelf.errors import InputError
+
+    config = getattr(model, "config", None)
+    if not hasattr(model, "set_attn_implementation") or not hasattr(config, "_attn_implementation"):
+        raise InputError(
+            "model must be a transformers PreTrainedModel (with AttentionInterface support), "
+            f"got {type(model).__name__}"
+        )
+    return config
 
 
 def disable(model) -> None:
