@@ -264,6 +264,25 @@ def test_distill_objective_trains_from_a_frozen_checkpoint_and_exports_the_stude
               tmp_path / "bad", quiet=True)  # fmt: skip
 
 
+def test_crops_without_flips_are_the_same_crops_never_mirrored():
+    from papershelf_vision.train import crops
+
+    config = TrainConfig(preset="micro-resnet", **MICRO)
+    renderings = [torch.rand(6, 3, 24, 24, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    with_flips, (t0, t1) = crops(config, renderings, step=5, with_theta=True)
+    config.flips = False
+    without, (u0, u1) = crops(config, renderings, step=5, with_theta=True)
+    thetas = torch.cat([t0, t1]), torch.cat([u0, u1])
+    assert (thetas[0][:, 0, 0] < 0).any()  # some crops were mirrored with flips on
+    assert (thetas[1][:, 0, 0] > 0).all()  # none without
+    # the same draws otherwise: identical boxes up to the sign of the x scale, and so identical views
+    # wherever no flip was drawn (every view, global and local, shares one generator stream)
+    assert torch.equal(thetas[0].abs(), thetas[1].abs())
+    unflipped = thetas[0][: len(t0), 0, 0] > 0
+    assert torch.equal(with_flips[0][unflipped], without[0][unflipped])
+    assert len(without) == len(with_flips)
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
@@ -277,6 +296,7 @@ def test_distill_objective_trains_from_a_frozen_checkpoint_and_exports_the_stude
         ("mixture", "abc", "mixture must be a list of 3"),
         ("mixture", (0.0, 0.0, 0.0), "mixture"),
         ("head_bn", "yes", "head_bn"),
+        ("flips", 1, "flips must be true or false"),
         ("objective", "byol", "objective"),
         ("distill_from", "", "distill_from"),
         ("distill_dense", -1.0, "distill_dense"),

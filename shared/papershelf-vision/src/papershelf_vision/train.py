@@ -91,6 +91,9 @@ class TrainConfig:
     checkpoint_minutes: float = 3.0
     probe_n: int = 600
     head_bn: bool = False  # BatchNorm in the projection head (DINO's setting for ResNets)
+    # horizontal flips in the crops. Off, the views never differ by a mirror image, so the features
+    # need not be mirror-invariant, which glyphs and digits are not ("b" / "d", "2" / a mirrored "2").
+    flips: bool = True
     # "crop": every view is a crop of one image (DINO). "rerender": the generator draws each scene or
     # object view twice, same geometry in two appearances (background, colours, textures), and view i
     # is cropped from rendering i mod 2, so what the views share is shape and layout, not appearance.
@@ -148,8 +151,9 @@ class TrainConfig:
             raise InputError(f"init_from must name a checkpoint or a folder, got {self.init_from!r}")
         if self.dense_weight > 0 and self.objective != "infonce":
             raise InputError(f"dense_weight needs objective='infonce', got objective={self.objective!r}")
-        if not isinstance(self.head_bn, bool):
-            raise InputError(f"head_bn must be true or false, got {self.head_bn!r}")
+        for name in ("head_bn", "flips"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if min(self.mixture) < 0 or sum(self.mixture) <= 0:
             raise InputError(
                 f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
@@ -461,9 +465,12 @@ def source_plan(config: TrainConfig, step: int) -> tuple[list[int], list[int], l
     return kinds, seeds, [None]
 
 
-def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator, *, with_theta: bool = False):
-    """Random crops (area ``scale`` of the source, aspect 3/4–4/3, horizontal flips) resized to ``out``;
-    ``with_theta``: also the (B, 2, 3) affine maps from crop to source normalised coordinates."""
+def random_resized_crop(
+    x: torch.Tensor, out: int, scale, g: torch.Generator, *, with_theta: bool = False, flips: bool = True
+):  # fmt: skip
+    """Random crops (area ``scale`` of the source, aspect 3/4–4/3, horizontal flips unless ``flips`` is
+    off) resized to ``out``; ``with_theta``: also the (B, 2, 3) affine maps from crop to source
+    normalised coordinates. The flip draws are made either way, so ``flips`` changes nothing else."""
     b = len(x)
     area = torch.empty(b).uniform_(scale[0], scale[1], generator=g)
     ratio = torch.exp(torch.empty(b).uniform_(math.log(3 / 4), math.log(4 / 3), generator=g))
@@ -471,7 +478,7 @@ def random_resized_crop(x: torch.Tensor, out: int, scale, g: torch.Generator, *,
     h = torch.sqrt(area / ratio).clamp(max=1.0)
     cx = (torch.rand(b, generator=g) * 2 - 1) * (1 - w)
     cy = (torch.rand(b, generator=g) * 2 - 1) * (1 - h)
-    flip = torch.where(torch.rand(b, generator=g) < 0.5, -1.0, 1.0)
+    flip = torch.where((torch.rand(b, generator=g) < 0.5) & flips, -1.0, 1.0)
     theta = torch.zeros(b, 2, 3, dtype=x.dtype)
     theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = w * flip, cx, h, cy
     grid = F.affine_grid(theta, (b, 3, out, out), align_corners=False)
@@ -525,11 +532,12 @@ def crops(
     def src(i: int) -> torch.Tensor:
         return renderings[i % len(renderings)]
 
-    v0, t0 = random_resized_crop(src(0), config.global_size, config.global_scale, g, with_theta=True)
-    v1, t1 = random_resized_crop(src(1), config.global_size, config.global_scale, g, with_theta=True)
+    glob, loc = (config.global_size, config.global_scale), (config.local_size, config.local_scale)
+    v0, t0 = random_resized_crop(src(0), *glob, g, with_theta=True, flips=config.flips)
+    v1, t1 = random_resized_crop(src(1), *glob, g, with_theta=True, flips=config.flips)
     out = [colour(v0, g, 1.0, 0.0), colour(v1, g, 0.1, 0.2)]
     for j in range(config.n_local if local else 0):
-        out.append(colour(random_resized_crop(src(j), config.local_size, config.local_scale, g), g, 0.5, 0.0))
+        out.append(colour(random_resized_crop(src(j), *loc, g, flips=config.flips), g, 0.5, 0.0))
     return (out, (t0, t1)) if with_theta else out
 
 
