@@ -160,6 +160,50 @@ def test_eval_takes_a_testbed_name(tmp_path, capsys):
     assert "'tiny-q' is not a folder" in err and "tiny-s" in err and len(err.splitlines()) == 1
 
 
+def test_eval_calibrates_the_anchors_on_the_prompt_or_a_file(tmp_path, capsys):
+    pytest.importorskip("papershelf_lm")
+    pytest.importorskip("transformers")
+    (tmp_path / "p.txt").write_text("def add(a, b):\n    return a + b\n" * 8)
+    (tmp_path / "dev.txt").write_text("x = [i * i for i in range(10)]\n" * 12)
+    argv = ["eval", "--model", "tiny-s", "--prompt-file", str(tmp_path / "p.txt"), "--new-tokens", "2"]
+    argv += ["--threads", "1", "--calibrate-anchors", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "calibrated anchors (0, " in out and "on the prompt (256 tokens;" in out  # byte tokens
+    assert main([*argv, "--calibration-file", str(tmp_path / "dev.txt")]) == 0
+    assert f"on --calibration-file '{tmp_path / 'dev.txt'}' (372 tokens;" in capsys.readouterr().out
+    # longer than the model's 1024 positions: consecutive windows of 1024, a tail of <= 32 tokens dropped
+    for size, windows in ((2 * 1024 + 20, "1024/1024"), (5 * 1024, "1024/1024/1024/1024")):  # at most 4
+        (tmp_path / "long.txt").write_text("ab\n" * (size // 3) + "x" * (size % 3))
+        assert main([*argv, "--calibration-file", str(tmp_path / "long.txt")]) == 0
+        assert f"({windows} tokens;" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, word",
+    [
+        (["--calibration-file", "dev.txt"], "give both"),
+        (["--calibrate-anchors", "0"], "--calibrate-anchors"),
+        (["--calibrate-anchors", "2", "--method", "quest"], "--method prism or static"),
+        (["--calibrate-anchors", "2", "--anchor-layers", "0", "2"], "drop --anchor-layers"),
+        (["--calibrate-anchors", "2", "--calibration-file", "missing.txt"], "--calibration-file"),
+        (["--calibrate-anchors", "2", "--calibration-file", "short.txt"], "has 5 tokens"),
+        (["--calibrate-anchors", "5"], "--calibrate-anchors must be"),  # tiny-s has 4 layers
+    ],
+)
+def test_eval_calibration_errors_exit_2_with_one_line(extra, word, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("papershelf_lm")
+    pytest.importorskip("transformers")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.txt").write_text("def add(a, b):\n    return a + b\n" * 8)
+    (tmp_path / "dev.txt").write_text("x = 1\n" * 20)
+    (tmp_path / "short.txt").write_text("x = 1")
+    argv = ["eval", "--model", "tiny-s", "--prompt-file", "p.txt", "--new-tokens", "1", "--threads", "1"]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and word in err and len(err.splitlines()) == 1, err
+
+
 def test_reproduce_refuses_kappa_without_needing_the_testbed(capsys):
     # reproduce sweeps its own budgets: a --kappa would be silently ignored, so it is refused up front
     assert main(["reproduce", "--kappa", "0.1"]) == 2

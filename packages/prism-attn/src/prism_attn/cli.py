@@ -440,20 +440,29 @@ def _plot(result: dict, path: str) -> None:
         arg("--new-tokens", type=int, default=32),
         arg("--method", choices=METHODS, default="prism"),
         arg("--threads", type=int, default=2),
+        arg(
+            "--calibrate-anchors",
+            type=int,
+            default=None,
+            metavar="N",
+            help="N exact layers (layer 0 and the N-1 of lowest proposal coverage) chosen on development "
+            "text before decoding (replaces the anchor schedule; --method prism or static)",
+        ),
+        arg(
+            "--calibration-file",
+            default=None,
+            metavar="FILE.txt",
+            help="the development text for --calibrate-anchors, UTF-8 (default: the prompt itself)",
+        ),
         *CONFIG_ARGS,
     ],
 )
 def _eval(args: argparse.Namespace) -> None:
     path = model_folder(args.model)
-    prompt_path = Path(args.prompt_file)
-    if not prompt_path.is_file():
-        raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")
-    try:
-        prompt = prompt_path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"--prompt-file {args.prompt_file!r} is not UTF-8 text") from None
+    prompt = _read_text("--prompt-file", args.prompt_file)
     new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
     cfg = _config(args, method=args.method)
+    calibration_text = _calibration_text(args, cfg, prompt)
     _threads(args.threads)
     try:
         import torch
@@ -511,6 +520,9 @@ def _eval(args: argparse.Namespace) -> None:
             "positions; shorten the prompt or lower --new-tokens"
         )
 
+    if calibration_text is not None:
+        cfg = _calibrated(model, tok, cfg, args, calibration_text, limit)
+
     def generate():
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=new, do_sample=False, use_cache=True)
@@ -532,6 +544,59 @@ def _eval(args: argparse.Namespace) -> None:
         f"{cfg.method:6s}: {tok.decode(sparse)!r}  ({t2 - t1:.2f} s, {handle.calls['decode']} sparse calls)"
     )
     print(f"identical leading tokens: {agree} / {m}")
+
+
+def _read_text(flag: str, name: str) -> str:
+    path = Path(name)
+    if not path.is_file():
+        raise InputError(f"{flag} {name!r} is not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{flag} {name!r} is not UTF-8 text") from None
+
+
+def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -> str | None:
+    """The text to calibrate the anchors on, or ``None`` without --calibrate-anchors (checked before the
+    model is loaded)."""
+    if args.calibrate_anchors is None:
+        if args.calibration_file is not None:
+            raise InputError("--calibration-file is the text for --calibrate-anchors N: give both")
+        return None
+    check_int("--calibrate-anchors", args.calibrate_anchors, low=1)
+    if cfg.method not in ("prism", "static"):
+        raise InputError(f"--calibrate-anchors picks anchor layers: use it with --method prism or static, "
+                         f"not {cfg.method}")  # fmt: skip
+    if args.anchor_layers is not None:
+        raise InputError("--calibrate-anchors chooses the anchor layers: drop --anchor-layers")
+    if args.calibration_file is None:
+        return prompt
+    return _read_text("--calibration-file", args.calibration_file)
+
+
+CALIBRATION_WINDOWS = 4  # a long development text is cut into at most this many windows
+
+
+def _calibrated(model, tok, cfg: PrismConfig, args, text: str, limit: int | None) -> PrismConfig:
+    """``cfg`` with the anchors calibrate_anchors picks on ``text`` (windows of the model's positions)."""
+    from prism_attn.calibrate import calibrate_anchors
+
+    where = "the prompt" if args.calibration_file is None else f"--calibration-file {args.calibration_file!r}"
+    layers = int(model.config.num_hidden_layers)
+    anchors = check_int("--calibrate-anchors", args.calibrate_anchors, low=1, high=layers)
+    ids = tok(text, return_tensors="pt").input_ids
+    queries = 32
+    if ids.shape[1] <= queries:
+        raise InputError(f"{where} has {ids.shape[1]} tokens; --calibrate-anchors needs more than {queries}")
+    width = min(ids.shape[1], limit or ids.shape[1])
+    windows = [ids[:, i : i + width] for i in range(0, ids.shape[1], width)][:CALIBRATION_WINDOWS]
+    windows = [w for w in windows if w.shape[1] > queries]  # a short tail window is dropped
+    cal = calibrate_anchors(model, windows, cfg, anchors=anchors, queries=queries)
+    cov = ", ".join("-" if c is None else f"{c:.3f}" for c in cal.coverage)
+    sizes = "/".join(str(w.shape[1]) for w in windows)
+    print(f"calibrated anchors {cal.anchor_layers} on {where} ({sizes} tokens; proposal coverage by "
+          f"layer: {cov})")  # fmt: skip
+    return PrismConfig(**{**vars(cfg), "anchor_layers": cal.anchor_layers})
 
 
 def main(argv=None) -> int:
