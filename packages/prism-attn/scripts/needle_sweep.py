@@ -14,7 +14,9 @@ A setting is ``dense``, ``oracle``, or comma-free ``key=value`` pairs joined by 
 ``span=`` (global_span), ``anchors=0,3`` (anchor_layers); everything else is the package default.
 ``--yarn F`` stretches the model's RoPE to F × its trained context first (papershelf-lm's
 ``extend_context``). ``--calibrate N`` gives every Prism setting without ``anchors=`` the N anchor layers
-``prism_attn.calibrate_anchors`` picks on 4 held-out corpus texts of each case's length:
+``prism_attn.calibrate_anchors`` picks on 4 held-out corpus texts of each case's length;
+``--calibrate-on-prompt N`` instead calibrates every Prism setting on each sample's own prompt (what
+``prism-attn eval --calibrate-anchors N`` does without a calibration file):
 
     python scripts/needle_sweep.py tiny-m passkey:4096 --yarn 2 --seed 2000 --samples 40 --calibrate 2 \
         dense g=1"""
@@ -53,6 +55,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2000)
     ap.add_argument("--yarn", type=float, default=None)
     ap.add_argument("--calibrate", type=int, default=None, metavar="N")
+    ap.add_argument("--calibrate-on-prompt", type=int, default=None, metavar="N")
     args = ap.parse_intermixed_args()
     cases = [c for c in args.cases if ":" in c]
     specs = [c for c in args.cases if ":" not in c]
@@ -74,7 +77,8 @@ def main() -> None:
             for spec, cfg in configs.items():
                 if cfg.method == "prism" and "anchors=" not in spec:
                     configs[spec] = PrismConfig(**{**vars(cfg), "anchor_layers": cal.anchor_layers})
-        acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed)
+        acc = needle_accuracy(model, int(n), configs, samples=args.samples, task=task, seed=args.seed,
+                              prompt_anchors=args.calibrate_on_prompt)  # fmt: skip
         setup = f"{task} n={n} κ={int(n) // 16} ({args.samples} samples from seed {args.seed})"
         head = f"{args.model}{yarn} {setup}:"
         print(head, acc, flush=True)

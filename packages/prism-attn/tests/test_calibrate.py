@@ -80,3 +80,24 @@ def test_bad_calibration_input(kw, word):
         calibrate_anchors(model, args.pop("texts"), **args)
     with pytest.raises(InputError, match="PreTrainedModel"):
         calibrate_anchors(object(), torch.zeros(1, 40, dtype=torch.long))
+
+
+def test_needle_accuracy_calibrates_each_prism_and_static_config_on_each_prompt(monkeypatch):
+    lm = pytest.importorskip("papershelf_lm")
+    from papershelf_lm.tasks import generate
+    from prism_attn import calibrate
+    from prism_attn.experiments import needle_accuracy
+
+    model, _ = lm.load("tiny-s")
+    calls, real = [], calibrate.calibrate_anchors
+
+    def spy(model, texts, config, *, anchors):
+        calls.append((texts.shape[1], config.method, anchors))
+        return real(model, texts, config, anchors=anchors)
+
+    monkeypatch.setattr(calibrate, "calibrate_anchors", spy)
+    configs = {m: PrismConfig(method=m, kappa=16) for m in ("dense", "prism", "static", "quest")}
+    acc = needle_accuracy(model, 256, configs, samples=2, task="passkey", seed=0, prompt_anchors=2)
+    assert set(acc) == set(configs) and all(0.0 <= v <= 1.0 for v in acc.values())
+    prompts = [generate("passkey", 256, s, split="validation").prompt_length for s in (0, 1)]
+    assert calls == [(p, m, 2) for p in prompts for m in ("prism", "static")]  # per sample, per config

@@ -265,12 +265,18 @@ def _with(cfg: PrismConfig, **changes) -> PrismConfig:
     return replace(cfg, **changes)
 
 
-def needle_accuracy(model, n: int, configs: dict[str, PrismConfig], *, samples=10, task="niah", seed=0):
+def needle_accuracy(model, n: int, configs: dict[str, PrismConfig], *, samples=10, task="niah", seed=0,
+                    prompt_anchors: int | None = None):  # fmt: skip
     """Greedy-decoding accuracy (whole answer exact) of each config on ``samples`` held-out samples; the
-    prefill is dense and every answer token is decoded through the config's attention."""
+    prefill is dense and every answer token is decoded through the config's attention.
+
+    ``prompt_anchors=N``: every Prism / static config gets the N anchor layers
+    :func:`prism_attn.calibrate.calibrate_anchors` picks on each sample's own prompt (what ``eval
+    --calibrate-anchors N`` does without a calibration file)."""
     lm = _need_testbed()
     from papershelf_lm.tasks import generate
 
+    from prism_attn.calibrate import calibrate_anchors
     from prism_attn.hf import enable
 
     right = {name: 0 for name in configs}
@@ -279,6 +285,9 @@ def needle_accuracy(model, n: int, configs: dict[str, PrismConfig], *, samples=1
         prompt = torch.from_numpy(s.ids[: s.prompt_length])[None]
         answer = s.ids[s.prompt_length :][s.question[s.prompt_length :] == 0]  # the first question
         for name, cfg in configs.items():
+            if prompt_anchors is not None and cfg.method in ("prism", "static"):
+                anchors = calibrate_anchors(model, prompt, cfg, anchors=prompt_anchors).anchor_layers
+                cfg = _with(cfg, anchor_layers=anchors)
             with enable(model, cfg):
                 got = lm.greedy_generate(model, prompt, len(answer))[0].numpy()
             right[name] += int(len(got) == len(answer) and (got == answer).all())
