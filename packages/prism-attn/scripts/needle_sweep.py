@@ -59,6 +59,10 @@ def main() -> None:
     args = ap.parse_intermixed_args()
     cases = [c for c in args.cases if ":" in c]
     specs = [c for c in args.cases if ":" not in c]
+    if args.calibrate_on_prompt is not None and (
+        args.calibrate is not None or any("anchors=" in s for s in specs)
+    ):
+        ap.error("--calibrate-on-prompt sets every Prism setting's anchors: no --calibrate, no anchors=")
     torch.set_num_threads(1)
     model, _ = lm.load(args.model)
     if args.yarn is not None:

@@ -171,12 +171,30 @@ def test_eval_calibrates_the_anchors_on_the_prompt_or_a_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "calibrated anchors (0, " in out and "on the prompt (256 tokens;" in out  # byte tokens
     assert main([*argv, "--calibration-file", str(tmp_path / "dev.txt")]) == 0
-    assert f"on --calibration-file '{tmp_path / 'dev.txt'}' (372 tokens;" in capsys.readouterr().out
-    # longer than the model's 1024 positions: consecutive windows of 1024, a tail of <= 32 tokens dropped
-    for size, windows in ((2 * 1024 + 20, "1024/1024"), (5 * 1024, "1024/1024/1024/1024")):  # at most 4
+    # windows as long as the prompt (256 tokens), at most 4; a tail of <= 32 tokens is dropped
+    assert f"on --calibration-file '{tmp_path / 'dev.txt'}' (256/116 tokens;" in capsys.readouterr().out
+    for size, windows in ((256 + 20, "(256 tokens;"), (5 * 256, "(256/256/256/256 tokens;")):
         (tmp_path / "long.txt").write_text("ab\n" * (size // 3) + "x" * (size % 3))
         assert main([*argv, "--calibration-file", str(tmp_path / "long.txt")]) == 0
-        assert f"({windows} tokens;" in capsys.readouterr().out
+        assert windows in capsys.readouterr().out
+
+
+def test_calibration_windows_start_with_the_tokenizers_prefix():
+    torch = pytest.importorskip("torch")
+    from prism_attn.cli import _calibration_windows
+
+    class Tok:  # a tokenizer that puts a BOS (id 1) before a text, like Llama's
+        def __call__(self, text, add_special_tokens=True, return_tensors=None):
+            ids = ([1] if add_special_tokens else []) + [10 + ord(c) % 50 for c in text]
+            return type("Enc", (), {"input_ids": torch.tensor([ids])})()
+
+    windows = _calibration_windows(Tok(), "x" * 200, width=80, where="the prompt")
+    assert [w.shape[1] for w in windows] == [80, 80, 43]  # 79 + 79 + 42 text tokens, each after a BOS
+    assert all(int(w[0, 0]) == 1 and (w[0, 1:] != 1).all() for w in windows)
+    from papershelf.errors import InputError
+
+    with pytest.raises(InputError, match="as long as the prompt"):
+        _calibration_windows(Tok(), "x" * 200, width=30, where="the prompt")
 
 
 @pytest.mark.parametrize(

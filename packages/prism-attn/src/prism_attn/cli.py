@@ -521,7 +521,7 @@ def _eval(args: argparse.Namespace) -> None:
         )
 
     if calibration_text is not None:
-        cfg = _calibrated(model, tok, cfg, args, calibration_text, limit)
+        cfg = _calibrated(model, tok, cfg, args, calibration_text, ids.shape[1])
 
     def generate():
         with torch.no_grad():
@@ -575,23 +575,38 @@ def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -
 
 
 CALIBRATION_WINDOWS = 4  # a long development text is cut into at most this many windows
+CALIBRATION_QUERIES = 32  # the last positions of each window stand in for decode steps
 
 
-def _calibrated(model, tok, cfg: PrismConfig, args, text: str, limit: int | None) -> PrismConfig:
-    """``cfg`` with the anchors calibrate_anchors picks on ``text`` (windows of the model's positions)."""
+def _calibration_windows(tok, text: str, width: int, where: str) -> list:
+    """``text`` as up to 4 consecutive windows of at most ``width`` tokens, each starting with the special
+    tokens the tokenizer puts before a text (a BOS), as the prompt does, so each window has its sink."""
+    import torch
+
+    prefix = tok("", return_tensors="pt").input_ids  # e.g. [BOS] for Llama tokenizers, nothing for bytes
+    body = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+    step = width - prefix.shape[1]
+    if step <= CALIBRATION_QUERIES:
+        raise InputError(f"--calibrate-anchors needs windows of more than {CALIBRATION_QUERIES} tokens, "
+                         f"and windows are as long as the prompt ({width} tokens)")  # fmt: skip
+    chunks = [body[:, i : i + step] for i in range(0, body.shape[1], step)][:CALIBRATION_WINDOWS]
+    windows = [torch.cat([prefix, c], 1) for c in chunks if c.shape[1] > CALIBRATION_QUERIES]
+    if not windows:
+        raise InputError(f"{where} has {body.shape[1]} tokens; --calibrate-anchors needs more than "
+                         f"{CALIBRATION_QUERIES}")  # fmt: skip
+    return windows  # a short tail window is dropped
+
+
+def _calibrated(model, tok, cfg: PrismConfig, args, text: str, prompt_tokens: int) -> PrismConfig:
+    """``cfg`` with the anchors calibrate_anchors picks on ``text``, in windows as long as the prompt: κ is
+    then the decode's, and the windows fit the model's positions as the prompt does (checked before)."""
     from prism_attn.calibrate import calibrate_anchors
 
     where = "the prompt" if args.calibration_file is None else f"--calibration-file {args.calibration_file!r}"
     layers = int(model.config.num_hidden_layers)
     anchors = check_int("--calibrate-anchors", args.calibrate_anchors, low=1, high=layers)
-    ids = tok(text, return_tensors="pt").input_ids
-    queries = 32
-    if ids.shape[1] <= queries:
-        raise InputError(f"{where} has {ids.shape[1]} tokens; --calibrate-anchors needs more than {queries}")
-    width = min(ids.shape[1], limit or ids.shape[1])
-    windows = [ids[:, i : i + width] for i in range(0, ids.shape[1], width)][:CALIBRATION_WINDOWS]
-    windows = [w for w in windows if w.shape[1] > queries]  # a short tail window is dropped
-    cal = calibrate_anchors(model, windows, cfg, anchors=anchors, queries=queries)
+    windows = _calibration_windows(tok, text, prompt_tokens, where)
+    cal = calibrate_anchors(model, windows, cfg, anchors=anchors, queries=CALIBRATION_QUERIES)
     cov = ", ".join("-" if c is None else f"{c:.3f}" for c in cal.coverage)
     sizes = "/".join(str(w.shape[1]) for w in windows)
     print(f"calibrated anchors {cal.anchor_layers} on {where} ({sizes} tokens; proposal coverage by "
