@@ -120,3 +120,17 @@ def test_check_threads_bounds_the_count_by_the_machine():
     for bad in (0, cpus + 1, 100_000, 1.5):
         with pytest.raises(InputError, match=r"--threads must be an integer"):
             check_threads(bad)
+
+
+def test_read_text_reads_utf8_and_names_the_flag_otherwise(tmp_path):
+    from papershelf.cli import read_text
+    from papershelf.errors import InputError
+
+    good = tmp_path / "p.txt"
+    good.write_text("héllo", encoding="utf-8")
+    assert read_text(str(good), "--prompt-file") == "héllo"
+    (tmp_path / "latin1.txt").write_bytes("héllo".encode("latin-1"))
+    for path, word in ((tmp_path / "none.txt", "is not a file"), (tmp_path, "is not a file"),
+                       (tmp_path / "latin1.txt", "is not UTF-8 text")):  # fmt: skip
+        with pytest.raises(InputError, match=f"^--prompt-file .*{word}"):
+            read_text(str(path), "--prompt-file")

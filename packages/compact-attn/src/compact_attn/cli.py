@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from compact_attn import __version__
-from papershelf.cli import App, arg, check_threads
+from papershelf.cli import App, arg, check_threads, read_text
 from papershelf.errors import InputError, MissingDependencyError, check_choice, check_int, check_number
 from papershelf.hf_folder import check_config_fits_weights, model_folder
 from papershelf.repro import check_output_path
@@ -478,12 +478,7 @@ def _eval(args: argparse.Namespace) -> None:
     check_choice("--decode", args.decode, ("dense", "method"))
     path = model_folder(args.model)
     if args.prompt_file is not None:
-        if not Path(args.prompt_file).is_file():
-            raise InputError(f"--prompt-file {args.prompt_file!r} is not a file")
-        try:
-            text = Path(args.prompt_file).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"--prompt-file {args.prompt_file!r} is not UTF-8 text") from None
+        text = read_text(args.prompt_file, "--prompt-file")
     else:
         text = (Path(__file__).resolve().parent / "selectors.py").read_text(encoding="utf-8") * 2
     _check_sel(args)

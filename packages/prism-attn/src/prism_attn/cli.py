@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 
-from papershelf.cli import App, arg, check_threads
+from papershelf.cli import App, arg, check_threads, read_text
 from papershelf.errors import InputError, MissingDependencyError, check_int, check_number
 from papershelf.hf_folder import check_config_fits_weights, model_folder
 from papershelf.repro import check_output_path, check_outputs
@@ -459,7 +458,7 @@ def _plot(result: dict, path: str) -> None:
 )
 def _eval(args: argparse.Namespace) -> None:
     path = model_folder(args.model)
-    prompt = _read_text("--prompt-file", args.prompt_file)
+    prompt = read_text(args.prompt_file, "--prompt-file")
     new = check_int("--new-tokens", args.new_tokens, low=1, high=4096)
     cfg = _config(args, method=args.method)
     calibration_text = _calibration_text(args, cfg, prompt)
@@ -546,16 +545,6 @@ def _eval(args: argparse.Namespace) -> None:
     print(f"identical leading tokens: {agree} / {m}")
 
 
-def _read_text(flag: str, name: str) -> str:
-    path = Path(name)
-    if not path.is_file():
-        raise InputError(f"{flag} {name!r} is not a file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{flag} {name!r} is not UTF-8 text") from None
-
-
 def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -> str | None:
     """The text to calibrate the anchors on, or ``None`` without --calibrate-anchors (checked before the
     model is loaded)."""
@@ -571,7 +560,7 @@ def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -
         raise InputError("--calibrate-anchors chooses the anchor layers: drop --anchor-layers")
     if args.calibration_file is None:
         return prompt
-    return _read_text("--calibration-file", args.calibration_file)
+    return read_text(args.calibration_file, "--calibration-file")
 
 
 CALIBRATION_WINDOWS = 4  # a long development text is cut into at most this many windows

@@ -85,6 +85,23 @@ def read_npy(path: str, flag: str) -> Any:
     return arr
 
 
+def read_text(path: str, flag: str) -> str:
+    """The UTF-8 text of a user's file at ``path`` (a prompt, a development text), or an :class:`InputError`
+    naming ``flag``: a missing path, a folder, or bytes that are not UTF-8. Emptiness is the caller's to
+    judge (an empty prompt and an empty token list are different errors)."""
+    from pathlib import Path
+
+    from papershelf.errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{flag} {str(path)!r} is not a file")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{flag} {str(path)!r} is not UTF-8 text") from None
+
+
 # Flags a command may opt into by name; every package spells them the same way.
 COMMON_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "seed": (("--seed",), {"type": seed_value, "default": 0, "help": "random seed (default: 0)"}),
