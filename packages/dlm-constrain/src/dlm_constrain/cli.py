@@ -12,7 +12,7 @@ import torch
 from dlm_constrain import __version__
 from dlm_constrain.automaton import TokenDFA
 from papershelf.bench import format_table, write_records
-from papershelf.cli import App, arg, read_npy
+from papershelf.cli import App, arg, read_npy, read_text
 from papershelf.errors import InputError, check_int
 from papershelf.repro import (
     atomic_write_json,
@@ -56,13 +56,9 @@ def _read_schema(text: str) -> str:
     """``--schema``: inline JSON (starts with ``{``) or the path of a JSON file."""
     if text.lstrip().startswith("{"):
         return text
-    p = Path(text)
-    if not p.is_file():
+    if not Path(text).is_file():
         raise InputError(f"--schema: no such file {text!r} (inline JSON must start with '{{')")
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"--schema: {text!r} is not UTF-8 text") from None
+    return read_text(text, "--schema")
 
 
 def _read_probs(path: str) -> np.ndarray:
