@@ -109,3 +109,53 @@ def test_enable_refuses_an_untested_model_family_unless_asked():
         with torch.no_grad():
             model.generate(torch.randint(1, 50, (1, 20)), max_new_tokens=2, do_sample=False, min_new_tokens=2)
     assert handle.calls["decode"] == 2 * 1
+
+
+def test_enable_calibrates_each_prompts_anchors_in_its_own_prefill():
+    from papershelf_lm.tasks import generate
+    from prism_attn.calibrate import calibrate_anchors
+
+    model, _ = papershelf_lm.load("tiny-s")
+    cfg = PrismConfig(kappa=32, block=4)
+    prompts = [
+        torch.from_numpy(s.ids[: s.prompt_length])[None]
+        for s in (generate("passkey", n, seed=k, split="validation") for n, k in ((300, 5), (400, 6)))
+    ]
+    handle = enable(model, cfg, calibrate_anchors=3)
+    assert handle.calibration is None
+    choices = []
+    for prompt in prompts:  # one handle, two prompts: each prefill picks its own anchors
+        choices.append((prompt, papershelf_lm.greedy_generate(model, prompt, 3), handle.calibration))
+        assert handle.decoder.config.anchor_layers == handle.calibration.anchor_layers
+    short = prompts[0][:, :20]  # too short to calibrate on: the previous anchors stay
+    papershelf_lm.greedy_generate(model, short, 2)
+    assert handle.decoder.config.anchor_layers == choices[-1][2].anchor_layers
+    disable(model)
+    for prompt, got, calibration in choices:
+        # the same choice and coverage as a separate calibration pass over the prompt
+        alone = calibrate_anchors(model, prompt, cfg, anchors=3)
+        assert calibration.anchor_layers == alone.anchor_layers
+        assert calibration.coverage[1:] == pytest.approx(alone.coverage[1:], abs=1e-12)
+        assert calibration.kappa == alone.kappa == [cfg.budget(prompt.shape[1])]
+        # and the same tokens as decoding with those anchors given explicitly
+        with enable(model, PrismConfig(kappa=32, block=4, anchor_layers=alone.anchor_layers)):
+            assert torch.equal(papershelf_lm.greedy_generate(model, prompt, 3), got)
+
+
+@pytest.mark.parametrize(
+    "config, anchors, word",
+    [
+        (PrismConfig(), 0, "calibrate_anchors"),
+        (PrismConfig(), 5, "calibrate_anchors"),  # tiny-s has 4 layers
+        (PrismConfig(method="quest"), 2, "method 'prism' or 'static'"),
+        (PrismConfig(anchor_layers=(0, 2)), 2, "leave config.anchor_layers None"),
+    ],
+)
+def test_enable_refuses_bad_calibration_and_leaves_the_model_as_it_was(config, anchors, word):
+    from papershelf.errors import InputError
+
+    model, _ = papershelf_lm.load("tiny-s")
+    previous = model.config._attn_implementation
+    with pytest.raises(InputError, match=word):
+        enable(model, config, calibrate_anchors=anchors)
+    assert model.config._attn_implementation == previous

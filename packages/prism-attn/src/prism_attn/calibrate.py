@@ -64,6 +64,37 @@ def proposal_coverage(p_prev: torch.Tensor, p: torch.Tensor, kappa: int, config:
     return float(inside.sum() / p.sum())
 
 
+class CoverageMeter:
+    """Proposal coverage accumulated layer by layer as a forward pass runs: :meth:`observe` each layer's
+    query and key in order (layer 0 first) for every text, then :meth:`result`. Used by
+    :func:`calibrate_anchors` and by ``enable(..., calibrate_anchors=N)``, which calibrates on the prompt
+    during its dense prefill."""
+
+    def __init__(self, config: PrismConfig, layers: int, queries: int = 32) -> None:
+        self.config, self.layers, self.queries = config, layers, queries
+        self.totals = [0.0] * layers
+        self.kappas: list[int] = []
+        self._prev: tuple[int, torch.Tensor, int] | None = None  # (layer, pooled p, κ) of the last layer seen
+
+    def observe(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float) -> None:
+        """One layer's (1, H, T, D) query and (1, H_kv, n, D) key; a layer 0 starts a new text."""
+        n = key.shape[2]
+        if layer == 0:
+            self.kappas.append(self.config.budget(n))
+        p = pooled_probabilities(query, key, scaling, self.queries)
+        prev = self._prev
+        if layer > 0 and prev is not None and prev[0] == layer - 1 and prev[1].shape == p.shape:
+            self.totals[layer] += proposal_coverage(prev[1], p, prev[2], self.config)
+        self._prev = (layer, p, self.config.budget(n))
+
+    def result(self, anchors: int) -> Calibration:
+        """Layer 0 and the ``anchors − 1`` layers of lowest mean coverage over the texts observed."""
+        texts = max(1, len(self.kappas))
+        coverage = [None] + [t / texts for t in self.totals[1:]]
+        worst = sorted(range(1, self.layers), key=lambda layer: coverage[layer])[: anchors - 1]
+        return Calibration(tuple(sorted({0, *worst})), coverage, list(self.kappas), self.queries)
+
+
 def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchors: int = 2,
                       queries: int = 32) -> Calibration:  # fmt: skip
     """Pick ``anchors`` exact layers (layer 0 and the ``anchors − 1`` layers of lowest proposal coverage)
@@ -90,19 +121,13 @@ def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchor
             raise InputError(f"texts[{i}] must be integer token ids of shape (1, n)")
         if ids.shape[1] <= queries:
             raise InputError(f"texts[{i}] has {ids.shape[1]} tokens; it needs more than queries = {queries}")
-    totals = [0.0] * layers
-    kappas = []
-    state: dict = {}
+    meter = CoverageMeter(config, layers, queries)
 
     def recording(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         out = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                      scaling=scaling, **kwargs)  # fmt: skip
-        layer = module.layer_idx
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-        p = pooled_probabilities(query, key, scale, queries)
-        if layer > 0 and state.get("layer") == layer - 1:
-            totals[layer] += proposal_coverage(state["p"], p, state["kappa"], config)
-        state.update(layer=layer, p=p)
+        meter.observe(module.layer_idx, query, key, scale)
         return out
 
     name = f"prism_attn_calibrate_{next(_names)}"
@@ -113,12 +138,7 @@ def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchor
     try:
         with torch.no_grad():
             for ids in texts:
-                state.clear()
-                state["kappa"] = config.budget(ids.shape[1])
-                kappas.append(state["kappa"])
                 model(input_ids=ids, use_cache=False)
     finally:
         model.set_attn_implementation(previous)
-    coverage = [None] + [t / len(texts) for t in totals[1:]]
-    worst = sorted(range(1, layers), key=lambda layer: coverage[layer])[: anchors - 1]
-    return Calibration(tuple(sorted({0, *worst})), coverage, kappas, queries)
+    return meter.result(anchors)

@@ -20,11 +20,13 @@ _ATTR = "_prism_attn_handle"
 
 class PrismHandle:
     """What :func:`enable` returns: the decoder in use, ``calls`` (dense prefill / sparse decode counts),
-    and ``disable()``; also a context manager that disables on exit."""
+    ``calibration`` (with ``calibrate_anchors``: the last prompt's :class:`~prism_attn.calibrate.Calibration`,
+    whose anchors the decoder uses), and ``disable()``; also a context manager that disables on exit."""
 
     def __init__(self, model, decoder: PrismDecoder, name: str, previous: str) -> None:
         self.model, self.decoder, self.name, self.previous = model, decoder, name, previous
         self.calls = {"prefill": 0, "decode": 0, "dense_fallback": 0}
+        self.calibration = None
 
     def disable(self) -> None:
         disable(self.model)
@@ -36,12 +38,33 @@ class PrismHandle:
         self.disable()
 
 
-def attention_function(decoder: PrismDecoder, calls: dict | None = None):
+def attention_function(decoder: PrismDecoder, calls: dict | None = None, calibrate=None):
     """A transformers attention function (``fn(module, query, key, value, attention_mask, **kw)``) that
-    routes single-token decode queries through ``decoder`` and everything else through SDPA."""
+    routes single-token decode queries through ``decoder`` and everything else through SDPA.
+
+    ``calibrate``: ``(anchors, layers, on_result)`` — each unpadded prefill also measures the proposal
+    coverage of every layer (:class:`~prism_attn.calibrate.CoverageMeter`, the first sequence of the
+    batch), and after its last layer the decoder takes the anchors it picks; ``on_result(calibration)``."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     calls = {} if calls is None else calls
+    meter = None
+
+    def observe(layer, query, key, scaling):
+        nonlocal meter
+        from dataclasses import replace
+
+        from prism_attn.calibrate import CoverageMeter
+
+        anchors, layers, on_result = calibrate
+        if layer == 0 or meter is None:  # a new prompt (or a new prefill chunk)
+            meter = CoverageMeter(replace(decoder.config, anchor_layers=None), layers)
+        meter.observe(layer, query[:1], key[:1], scaling if scaling is not None else query.shape[-1] ** -0.5)
+        if layer == layers - 1:
+            result = meter.result(anchors)
+            decoder.config = replace(decoder.config, anchor_layers=result.anchor_layers).validate()
+            on_result(result)
+            meter = None
 
     def prism_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         _B, _H, T, _D = query.shape
@@ -56,9 +79,12 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None):
             if T != 1:  # a new prompt: drop selections and block metadata kept from an earlier cache
                 decoder.reset()
             calls[kind] = calls.get(kind, 0) + 1
-            return sdpa_attention_forward(
+            out = sdpa_attention_forward(
                 module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
             )
+            if calibrate is not None and T > CALIBRATION_QUERIES and not masked:
+                observe(module.layer_idx, query, key, scaling)
+            return out
         calls["decode"] = calls.get("decode", 0) + 1
         out, _ = decoder.step(module.layer_idx, query[:, :, 0], key, value, scaling)
         return out[:, None], None
@@ -66,21 +92,35 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None):
     return prism_attention
 
 
+CALIBRATION_QUERIES = 32  # the prompt's last positions that stand in for decode steps
+
+
 def enable(
-    model, config: PrismConfig | None = None, *, backend: str = "auto", any_model_type: bool = False
+    model,
+    config: PrismConfig | None = None,
+    *,
+    backend: str = "auto",
+    any_model_type: bool = False,
+    calibrate_anchors: int | None = None,
 ) -> PrismHandle:
     """Make ``model`` (a transformers model with ``AttentionInterface`` support) decode with Prism.
 
     ``config`` picks the method (Prism or a baseline) and its budget. Returns a :class:`PrismHandle`;
     ``disable(model)`` (or leaving ``with enable(...)``) restores the previous attention. Models whose
     ``model_type`` is not in :data:`MODEL_TYPES` (the tested Llama family) are refused unless
-    ``any_model_type=True`` (then at the caller's risk: untested families may cache or mask differently)."""
+    ``any_model_type=True`` (then at the caller's risk: untested families may cache or mask differently).
+
+    ``calibrate_anchors=N`` (Prism or static reuse, without ``anchor_layers``): every prompt picks its own
+    N anchor layers during its dense prefill — :func:`prism_attn.calibrate.calibrate_anchors` on the
+    prompt, measured in the same forward pass (no extra one); ``handle.calibration`` has the last choice.
+    A prompt of ≤ 32 tokens, or a padded batch, keeps the previous anchors (at first the config's)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-    from papershelf.errors import InputError
+    from papershelf.errors import InputError, check_int
 
-    model_type = getattr(check_model(model), "model_type", None)
+    model_config = check_model(model)
+    model_type = getattr(model_config, "model_type", None)
     if model_type not in MODEL_TYPES and not any_model_type:
         raise InputError(
             f"model is a {model_type!r} model; enable() decodes the tested Llama family (model_type "
@@ -88,11 +128,23 @@ def enable(
         )
     # checked before an earlier handle is disabled: a rejected call leaves the model as it was
     decoder = PrismDecoder(config or PrismConfig(), backend=backend)
+    calibrate = None
+    if calibrate_anchors is not None:
+        layers = int(model_config.num_hidden_layers)
+        anchors = check_int("calibrate_anchors", calibrate_anchors, low=1, high=layers)
+        if decoder.config.method not in ("prism", "static"):
+            raise InputError(f"calibrate_anchors picks anchor layers: it needs method 'prism' or 'static', "
+                             f"not {decoder.config.method!r}")  # fmt: skip
+        if decoder.config.anchor_layers is not None:
+            raise InputError("calibrate_anchors chooses the anchor layers: leave config.anchor_layers None")
+        calibrate = (anchors, layers, None)
     if getattr(model, _ATTR, None) is not None:
         disable(model)
     name = f"prism_attn_{next(_names)}"
     handle = PrismHandle(model, decoder, name, model.config._attn_implementation)
-    AttentionInterface.register(name, attention_function(decoder, handle.calls))
+    if calibrate is not None:
+        calibrate = (calibrate[0], calibrate[1], lambda result: setattr(handle, "calibration", result))
+    AttentionInterface.register(name, attention_function(decoder, handle.calls, calibrate))
     ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     model.set_attn_implementation(name)
     setattr(model, _ATTR, handle)
