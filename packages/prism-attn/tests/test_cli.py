@@ -204,6 +204,7 @@ def test_calibration_windows_start_with_the_tokenizers_prefix():
         (["--calibrate-anchors", "0"], "--calibrate-anchors"),
         (["--calibrate-anchors", "2", "--method", "quest"], "--method prism or static"),
         (["--calibrate-anchors", "2", "--anchor-layers", "0", "2"], "drop --anchor-layers"),
+        (["--calibrate-anchors", "2", "--anchor-every", "2"], "drop --anchor-every"),
         (["--calibrate-anchors", "2", "--calibration-file", "missing.txt"], "--calibration-file"),
         (["--calibrate-anchors", "2", "--calibration-file", "short.txt"], "has 5 tokens"),
         (["--calibrate-anchors", "5"], "--calibrate-anchors must be"),  # tiny-s has 4 layers
@@ -242,6 +243,7 @@ def test_reproduce_checks_its_arguments_before_any_work(tmp_path, capsys):
         (["--model", "no-such-model"], "--model"),
         (["--yarn", "0.5"], "--yarn"),
         (["--calibrate-anchors", "0"], "--calibrate-anchors"),
+        (["--calibrate-anchors", "2", "--anchor-layers", "0", "4"], "drop --anchor-layers"),
     ]
     for extra, words in cases:
         assert main(["reproduce", *extra]) == 2, extra

@@ -30,7 +30,7 @@ CONFIG_ARGS = [
         help="a small kappa spans at least this many blocks (0: fixed --block; default 64)",
     ),
     arg("--max-candidates", type=float, default=2.0, help="candidate cap as a multiple of kappa (default 2)"),
-    arg("--anchor-every", type=int, default=16, help="an exact top-kappa layer every N layers (default 16)"),
+    arg("--anchor-every", type=int, default=None, help="an exact top-kappa layer every N layers (16)"),
     arg("--anchor-layers", type=int, nargs="+", default=None, help="explicit anchor layers"),
     arg(
         "--global-pages",
@@ -89,13 +89,21 @@ def _make_config(args, method, kappa) -> PrismConfig:
         block=args.block,
         min_blocks=args.min_blocks,
         max_candidates=args.max_candidates,
-        anchor_every=args.anchor_every,
         anchor_layers=None if args.anchor_layers is None else tuple(args.anchor_layers),
         global_pages=args.global_pages,
         global_min_pages=args.global_min_pages,
         global_span=args.global_span,
         global_dtype=args.global_dtype,
+        **({} if args.anchor_every is None else {"anchor_every": args.anchor_every}),
     )
+
+
+def _check_calibration_flags(args) -> None:
+    """--calibrate-anchors N (≥ 1) replaces the anchor schedule: an explicit one would be silently ignored."""
+    check_int("--calibrate-anchors", args.calibrate_anchors, low=1)
+    for flag, value in (("--anchor-layers", args.anchor_layers), ("--anchor-every", args.anchor_every)):
+        if value is not None:
+            raise InputError(f"--calibrate-anchors chooses the anchor layers: drop {flag}")
 
 
 def _threads(n: int) -> None:
@@ -288,7 +296,7 @@ def _reproduce(args: argparse.Namespace) -> None:
     if args.yarn is not None:
         check_number("--yarn", args.yarn, low=1)
     if args.calibrate_anchors is not None:
-        check_int("--calibrate-anchors", args.calibrate_anchors, low=1)
+        _check_calibration_flags(args)
         if not (args.niah_lengths or args.loss_lengths):
             raise InputError(
                 "--calibrate-anchors needs a length to calibrate at (--niah-lengths or --loss-lengths)"
@@ -552,12 +560,10 @@ def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -
         if args.calibration_file is not None:
             raise InputError("--calibration-file is the text for --calibrate-anchors N: give both")
         return None
-    check_int("--calibrate-anchors", args.calibrate_anchors, low=1)
+    _check_calibration_flags(args)
     if cfg.method not in ("prism", "static"):
         raise InputError(f"--calibrate-anchors picks anchor layers: use it with --method prism or static, "
                          f"not {cfg.method}")  # fmt: skip
-    if args.anchor_layers is not None:
-        raise InputError("--calibrate-anchors chooses the anchor layers: drop --anchor-layers")
     if args.calibration_file is None:
         return prompt
     return read_text(args.calibration_file, "--calibration-file")
