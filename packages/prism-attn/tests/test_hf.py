@@ -64,6 +64,10 @@ def test_every_accepted_model_type_decodes_through_prism(model_type):
             sparse = model.generate(ids, max_new_tokens=3, do_sample=False, min_new_tokens=3)
     assert torch.equal(dense, sparse)
     assert handle.calls["decode"] == 2 * 2 and handle.calls["dense_fallback"] == 0
+    # calibration on the prompt runs in every accepted family's prefill (whatever mask it passes)
+    with torch.no_grad(), enable(model, PrismConfig(kappa=8), calibrate_anchors=2) as handle:
+        model.generate(ids, max_new_tokens=2, do_sample=False, min_new_tokens=2)
+    assert handle.calibration is not None and handle.calibration.anchor_layers[0] == 0
 
 
 def test_enable_refuses_a_non_model_and_a_rejected_call_leaves_the_model_as_it_was():

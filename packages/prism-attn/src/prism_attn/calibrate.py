@@ -24,6 +24,7 @@ from prism_attn.config import PrismConfig
 from prism_attn.hf import check_model
 
 _names = itertools.count()
+QUERIES = 32  # the last positions of a text that stand in for decode steps
 
 
 @dataclass
@@ -70,7 +71,7 @@ class CoverageMeter:
     :func:`calibrate_anchors` and by ``enable(..., calibrate_anchors=N)``, which calibrates on the prompt
     during its dense prefill."""
 
-    def __init__(self, config: PrismConfig, layers: int, queries: int = 32) -> None:
+    def __init__(self, config: PrismConfig, layers: int, queries: int = QUERIES) -> None:
         self.config, self.layers, self.queries = config, layers, queries
         self.totals = [0.0] * layers
         self.kappas: list[int] = []
@@ -96,7 +97,7 @@ class CoverageMeter:
 
 
 def calibrate_anchors(model, texts, config: PrismConfig | None = None, *, anchors: int = 2,
-                      queries: int = 32) -> Calibration:  # fmt: skip
+                      queries: int = QUERIES) -> Calibration:  # fmt: skip
     """Pick ``anchors`` exact layers (layer 0 and the ``anchors − 1`` layers of lowest proposal coverage)
     for ``model`` (a transformers model) from ``texts``: token ids (1, n), or a list of them. ``config``
     gives κ (its budget at each text's length), radius, block, sink, local and the candidate cap."""

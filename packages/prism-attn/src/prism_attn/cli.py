@@ -570,7 +570,6 @@ def _calibration_text(args: argparse.Namespace, cfg: PrismConfig, prompt: str) -
 
 
 CALIBRATION_WINDOWS = 4  # a long development text is cut into at most this many windows
-CALIBRATION_QUERIES = 32  # the last positions of each window stand in for decode steps
 
 
 def _calibration_windows(tok, text: str, width: int, where: str) -> list:
@@ -578,30 +577,32 @@ def _calibration_windows(tok, text: str, width: int, where: str) -> list:
     tokens the tokenizer puts before a text (a BOS), as the prompt does, so each window has its sink."""
     import torch
 
+    from prism_attn.calibrate import QUERIES
+
     prefix = tok("", return_tensors="pt").input_ids  # e.g. [BOS] for Llama tokenizers, nothing for bytes
     body = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
     step = width - prefix.shape[1]
-    if step <= CALIBRATION_QUERIES:
-        raise InputError(f"--calibrate-anchors needs windows of more than {CALIBRATION_QUERIES} tokens, "
+    if step <= QUERIES:
+        raise InputError(f"--calibrate-anchors needs windows of more than {QUERIES} tokens, "
                          f"and windows are as long as the prompt ({width} tokens)")  # fmt: skip
     chunks = [body[:, i : i + step] for i in range(0, body.shape[1], step)][:CALIBRATION_WINDOWS]
-    windows = [torch.cat([prefix, c], 1) for c in chunks if c.shape[1] > CALIBRATION_QUERIES]
+    windows = [torch.cat([prefix, c], 1) for c in chunks if c.shape[1] > QUERIES]
     if not windows:
         raise InputError(f"{where} has {body.shape[1]} tokens; --calibrate-anchors needs more than "
-                         f"{CALIBRATION_QUERIES}")  # fmt: skip
+                         f"{QUERIES}")  # fmt: skip
     return windows  # a short tail window is dropped
 
 
 def _calibrated(model, tok, cfg: PrismConfig, args, text: str, prompt_tokens: int) -> PrismConfig:
     """``cfg`` with the anchors calibrate_anchors picks on ``text``, in windows as long as the prompt: κ is
     then the decode's, and the windows fit the model's positions as the prompt does (checked before)."""
-    from prism_attn.calibrate import calibrate_anchors
+    from prism_attn.calibrate import QUERIES, calibrate_anchors
 
     where = "the prompt" if args.calibration_file is None else f"--calibration-file {args.calibration_file!r}"
     layers = int(model.config.num_hidden_layers)
     anchors = check_int("--calibrate-anchors", args.calibrate_anchors, low=1, high=layers)
     windows = _calibration_windows(tok, text, prompt_tokens, where)
-    cal = calibrate_anchors(model, windows, cfg, anchors=anchors, queries=CALIBRATION_QUERIES)
+    cal = calibrate_anchors(model, windows, cfg, anchors=anchors, queries=QUERIES)
     cov = ", ".join("-" if c is None else f"{c:.3f}" for c in cal.coverage)
     sizes = "/".join(str(w.shape[1]) for w in windows)
     print(f"calibrated anchors {cal.anchor_layers} on {where} ({sizes} tokens; proposal coverage by "

@@ -42,10 +42,12 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None, calibra
     """A transformers attention function (``fn(module, query, key, value, attention_mask, **kw)``) that
     routes single-token decode queries through ``decoder`` and everything else through SDPA.
 
-    ``calibrate``: ``(anchors, layers, on_result)`` — each unpadded prefill also measures the proposal
-    coverage of every layer (:class:`~prism_attn.calibrate.CoverageMeter`, the first sequence of the
-    batch), and after its last layer the decoder takes the anchors it picks; ``on_result(calibration)``."""
+    ``calibrate``: ``(anchors, layers, on_result)`` — each prefill of one sequence longer than 32 tokens
+    also measures the proposal coverage of every layer (:class:`~prism_attn.calibrate.CoverageMeter`),
+    and after its last layer the decoder takes the anchors it picks; ``on_result(calibration)``."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from prism_attn.calibrate import QUERIES, CoverageMeter  # here: calibrate imports this module
 
     calls = {} if calls is None else calls
     meter = None
@@ -54,12 +56,10 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None, calibra
         nonlocal meter
         from dataclasses import replace
 
-        from prism_attn.calibrate import CoverageMeter
-
         anchors, layers, on_result = calibrate
         if layer == 0 or meter is None:  # a new prompt (or a new prefill chunk)
             meter = CoverageMeter(replace(decoder.config, anchor_layers=None), layers)
-        meter.observe(layer, query[:1], key[:1], scaling if scaling is not None else query.shape[-1] ** -0.5)
+        meter.observe(layer, query, key, scaling if scaling is not None else query.shape[-1] ** -0.5)
         if layer == layers - 1:
             result = meter.result(anchors)
             decoder.config = replace(decoder.config, anchor_layers=result.anchor_layers).validate()
@@ -82,7 +82,7 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None, calibra
             out = sdpa_attention_forward(
                 module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
             )
-            if calibrate is not None and T > CALIBRATION_QUERIES and not masked:
+            if calibrate is not None and T > QUERIES and _B == 1:  # one unpadded prompt
                 observe(module.layer_idx, query, key, scaling)
             return out
         calls["decode"] = calls.get("decode", 0) + 1
@@ -90,9 +90,6 @@ def attention_function(decoder: PrismDecoder, calls: dict | None = None, calibra
         return out[:, None], None
 
     return prism_attention
-
-
-CALIBRATION_QUERIES = 32  # the prompt's last positions that stand in for decode steps
 
 
 def enable(
@@ -113,7 +110,7 @@ def enable(
     ``calibrate_anchors=N`` (Prism or static reuse, without ``anchor_layers``): every prompt picks its own
     N anchor layers during its dense prefill — :func:`prism_attn.calibrate.calibrate_anchors` on the
     prompt, measured in the same forward pass (no extra one); ``handle.calibration`` has the last choice.
-    A prompt of ≤ 32 tokens, or a padded batch, keeps the previous anchors (at first the config's)."""
+    A prompt of ≤ 32 tokens, or a batch of several, keeps the previous anchors (at first the config's)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
@@ -128,22 +125,22 @@ def enable(
         )
     # checked before an earlier handle is disabled: a rejected call leaves the model as it was
     decoder = PrismDecoder(config or PrismConfig(), backend=backend)
-    calibrate = None
+    layers = int(getattr(model_config, "num_hidden_layers", 0) or 0)
+    anchors = None
     if calibrate_anchors is not None:
-        layers = int(model_config.num_hidden_layers)
         anchors = check_int("calibrate_anchors", calibrate_anchors, low=1, high=layers)
         if decoder.config.method not in ("prism", "static"):
             raise InputError(f"calibrate_anchors picks anchor layers: it needs method 'prism' or 'static', "
                              f"not {decoder.config.method!r}")  # fmt: skip
         if decoder.config.anchor_layers is not None:
             raise InputError("calibrate_anchors chooses the anchor layers: leave config.anchor_layers None")
-        calibrate = (anchors, layers, None)
     if getattr(model, _ATTR, None) is not None:
         disable(model)
     name = f"prism_attn_{next(_names)}"
     handle = PrismHandle(model, decoder, name, model.config._attn_implementation)
-    if calibrate is not None:
-        calibrate = (calibrate[0], calibrate[1], lambda result: setattr(handle, "calibration", result))
+    calibrate = None
+    if anchors is not None:  # each prefill's choice is kept on the handle
+        calibrate = (anchors, layers, lambda result: setattr(handle, "calibration", result))
     AttentionInterface.register(name, attention_function(decoder, handle.calls, calibrate))
     ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     model.set_attn_implementation(name)
