@@ -283,6 +283,28 @@ def test_crops_without_flips_are_the_same_crops_never_mirrored():
     assert len(without) == len(with_flips)
 
 
+def test_digit_sources_are_train_split_digits_and_three_weights_draw_what_they_drew():
+    from papershelf_vision import data as D
+    from papershelf_vision.train import source_batch, source_plan
+
+    config = TrainConfig(preset="micro-resnet", views="rerender", **{**MICRO, "mixture": (0, 0, 0, 1)})
+    renderings = source_batch(config, step=3)
+    assert torch.equal(renderings[0], renderings[1])  # a digit has one appearance
+    train_x, test_x = (
+        torch.from_numpy(D.digits(s, 24)[0]).permute(0, 3, 1, 2) / 255 for s in ("train", "test")
+    )
+    for img in renderings[0]:
+        assert (train_x - img).abs().flatten(1).amax(1).min() < 1e-6  # one of the 1000 train digits
+        assert (test_x - img).abs().flatten(1).amax(1).min() > 0.1  # never a test digit
+    # a 3-weight mixture is stored with a zero digits weight and draws the kinds numpy's three-way
+    # choice draws, so runs and checkpoints from before the digits option keep their data stream
+    three = TrainConfig(preset="micro-resnet", **{**MICRO, "batch_size": 64, "mixture": (0.45, 0.4, 0.15)})
+    assert three.mixture == (0.45, 0.4, 0.15, 0.0)
+    for step in range(3):
+        rng = np.random.default_rng([three.seed, step])
+        assert source_plan(three, step)[0] == list(rng.choice(3, size=64, p=np.array([0.45, 0.4, 0.15])))
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
@@ -293,8 +315,11 @@ def test_crops_without_flips_are_the_same_crops_never_mirrored():
         ("momentum", 2.0, "momentum must be in"),
         ("global_scale", (0.9, 0.2), "global_scale"),
         ("local_scale", (0.5,), "local_scale must be a list of 2"),
-        ("mixture", "abc", "mixture must be a list of 3"),
+        ("mixture", "abc", "mixture must be a list of 3 or 4"),
         ("mixture", (0.0, 0.0, 0.0), "mixture"),
+        ("mixture", (1.0, 1.0, 1.0, 1.0, 1.0), "mixture must be a list of 3 or 4"),
+        ("mixture", (1.0, 1.0, 1.0, -0.5), "mixture must be 3 or 4 non-negative"),
+        ("mixture", (1.0, 1.0, 1.0, float("nan")), "mixture\\[3\\] must be finite"),
         ("head_bn", "yes", "head_bn"),
         ("flips", 1, "flips must be true or false"),
         ("objective", "byol", "objective"),

@@ -38,6 +38,7 @@ that the ``eval`` command never uses).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -83,7 +84,10 @@ class TrainConfig:
     source_size: int = 48
     global_scale: tuple[float, float] = (0.3, 1.0)
     local_scale: tuple[float, float] = (0.05, 0.3)
-    mixture: tuple[float, float, float] = (0.45, 0.4, 0.15)  # scenes, object views, photo patches
+    # weights of the source kinds: scenes, object views, photo patches and, optionally, digits. The
+    # digits are the images of the evaluation's digits *train* split (its 1000 probe-training images,
+    # labels never read); the 797 test digits are never a source. Three numbers mean no digits.
+    mixture: tuple[float, ...] = (0.45, 0.4, 0.15, 0.0)
     clip_grad: float = 3.0
     freeze_last_layer: int = 50
     seed: int = 0
@@ -138,7 +142,7 @@ class TrainConfig:
             )
         for name in ("global_scale", "local_scale"):
             self._check_scale(name)
-        self.mixture = _numbers("mixture", self.mixture, 3)
+        self.mixture = _mixture(self.mixture)
         if self.views not in VIEWS:
             raise InputError(f"views must be one of {', '.join(VIEWS)}, got {self.views!r}")
         if self.objective not in OBJECTIVES:
@@ -156,7 +160,8 @@ class TrainConfig:
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if min(self.mixture) < 0 or sum(self.mixture) <= 0:
             raise InputError(
-                f"mixture must be 3 non-negative weights (scenes, objects, photos), got {self.mixture}"
+                f"mixture must be 3 or 4 non-negative weights (scenes, objects, photos[, digits]), "
+                f"got {self.mixture}"
             )
 
     def _check_scale(self, name: str) -> None:
@@ -174,6 +179,13 @@ def _numbers(name: str, value, count: int) -> tuple[float, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != count:
         raise InputError(f"{name} must be a list of {count} numbers, got {value!r}")
     return tuple(check_number(f"{name}[{i}]", v) for i, v in enumerate(value))
+
+
+def _mixture(value) -> tuple[float, ...]:
+    """3 weights (scenes, objects, photos) or 4 (and digits), as 4: a 3-weight config draws no digits."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) not in (3, 4):
+        raise InputError(f"mixture must be a list of 3 or 4 numbers, got {value!r}")
+    return (*_numbers("mixture", value, len(value)), 0.0)[:4]
 
 
 # minimum of each integer field, and (low, high, low excluded) of each real one
@@ -430,7 +442,7 @@ def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
     """The step's source images as renderings ``[(B, 3, S, S)]`` float in [0, 1], one for ``views="crop"``
     and two for ``"rerender"``; a function of ``(seed, step)``. The two renderings of an image draw their
     appearance from two look seeds of their own, so they share geometry (shape, pose, layout, masks) and
-    nothing else; photo patches are repeated."""
+    nothing else; photo patches and digits are repeated."""
     from papershelf_vision.models import to_tensor
 
     kinds, seeds, looks = source_plan(config, step)
@@ -445,24 +457,33 @@ def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
             elif kind == 1:
                 name = D.PRETRAIN_CLASSES[sd % len(D.PRETRAIN_CLASSES)]
                 imgs.append(D.object_view(sd, name, s, look_seed=own))
-            else:
+            elif kind == 2:
                 imgs.append(D.photo_patches(1, s, sd)[0])
+            else:  # a train-split digit, the same image in both renderings
+                imgs.append(_digit_sources(s)[sd % len(_digit_sources(s))])
         renderings.append(to_tensor(np.stack(imgs)))
     return renderings
 
 
 def source_plan(config: TrainConfig, step: int) -> tuple[list[int], list[int], list[int | None]]:
-    """(kind per image: 0 scene, 1 object view, 2 photo patch; generator seed per image; look seed per
-    rendering). ``views="crop"`` renders once with the geometry's own stream (look ``None``); a
+    """(kind per image: 0 scene, 1 object view, 2 photo patch, 3 digit; generator seed per image; look seed
+    per rendering). ``views="crop"`` renders once with the geometry's own stream (look ``None``); a
     ``"rerender"`` pair needs two explicit looks, because a scene drawn with look ``None`` interleaves its
     appearance draws with its geometry draws and so does not share geometry with any re-rendering."""
     rng = np.random.default_rng([config.seed, step])
     p = np.asarray(config.mixture, float) / sum(config.mixture)
-    kinds = [int(k) for k in rng.choice(3, size=config.batch_size, p=p)]
+    # four kinds: with a zero digits weight numpy draws exactly what it drew for three (same CDF search)
+    kinds = [int(k) for k in rng.choice(4, size=config.batch_size, p=p)]
     seeds = [int(v) for v in rng.integers(0, 2**62, config.batch_size)]
     if config.views == "rerender":
         return kinds, seeds, [int(v) for v in rng.integers(0, 2**62, 2)]
     return kinds, seeds, [None]
+
+
+@functools.cache
+def _digit_sources(size: int) -> np.ndarray:
+    """The evaluation's digits train split (labels dropped) at the source size, ``(1000, s, s, 3)``."""
+    return D.digits("train", size)[0]
 
 
 def random_resized_crop(
