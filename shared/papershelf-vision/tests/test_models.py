@@ -131,7 +131,8 @@ def test_build_refuses_a_non_config_and_load_an_empty_or_shadowed_name(tmp_path,
     for bad in (None, 123):
         with pytest.raises(InputError, match="preset name"):
             build(bad)
-    with pytest.raises(InputError, match="unknown checkpoint ''; shipped checkpoints: resnet-s, vit-tiny"):
+    known = "resnet-s, resnet-s-digits, vit-tiny"
+    with pytest.raises(InputError, match=f"unknown checkpoint ''; shipped checkpoints: {known}"):
         load("")  # was ". is not a model folder"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "vit-tiny").mkdir()  # an unrelated folder of the same name must not hide the shipped one
