@@ -100,13 +100,13 @@ def test_infonce_objective_trains_resumes_and_exports_the_student(tmp_path):
     assert _method(tmp_path) == "simclr-infonce-rerender"
 
 
-def test_infonce_with_the_dense_term_trains_resumes_and_exports_the_student(tmp_path):
+def test_infonce_with_the_dense_term_and_digits_trains_resumes_and_exports_the_student(tmp_path):
     config = TrainConfig(preset="micro-resnet", objective="infonce", views="rerender", dense_weight=0.5,
-                         dense_tokens=4, **MICRO)  # fmt: skip
+                         dense_tokens=4, **{**MICRO, "mixture": (1.0, 1.0, 0.0, 1.0)})  # fmt: skip
     log = _trains_resumes_and_exports_the_student(config, tmp_path)
     steps = [r for r in log if "loss" in r]
     assert steps and all(0.0 <= r["dense_top1"] <= 1.0 and r["dense_loss"] > 0 for r in steps)
-    assert _method(tmp_path) == "simclr-infonce-dense-rerender"
+    assert _method(tmp_path) == "simclr-infonce-dense-rerender-digits"
 
 
 def test_init_from_starts_the_student_from_a_saved_backbone_of_the_same_architecture(tmp_path):

@@ -663,6 +663,7 @@ def train(config: TrainConfig, out: str | Path, *, max_minutes: float | None = N
     if distill:
         method = f"distill-{Path(config.distill_from).name}"
     method += "-rerender" if config.views == "rerender" else ""
+    method += "-digits" if config.mixture[3] > 0 else ""  # what the network saw, in `info`'s method column
 
     def checkpoint(final: bool = False) -> None:
         nonlocal best
