@@ -5,8 +5,9 @@
 DINO: a student and a teacher share an architecture: backbone + projection head (3-layer MLP to a
 bottleneck, L2-normalised, then a weight-normalised linear layer to ``out_dim`` prototypes). Each
 step draws a batch of source images (scenes, object views and photo patches of the *pretraining*
-classes only), makes 2 global crops (``global_size`` px, area ``global_scale``) and ``n_local`` local
-crops (``local_size`` px, area ``local_scale``) with flips, colour jitter, grey, blur and solarisation.
+classes only, and optionally train-split digits, ``mixture[3]``), makes 2 global crops (``global_size``
+px, area ``global_scale``) and ``n_local`` local crops (``local_size`` px, area ``local_scale``) with
+flips, colour jitter, grey, blur and solarisation.
 The teacher sees the global crops; its outputs are centred (``c`` an EMA of the batch mean) and
 sharpened with ``teacher_temp``; the student sees every crop and is trained by cross-entropy
 ``-sum softmax((t - c) / tau_t) log softmax(s / tau_s)`` over every (teacher view, other student view)
@@ -483,7 +484,9 @@ def source_plan(config: TrainConfig, step: int) -> tuple[list[int], list[int], l
 @functools.cache
 def _digit_sources(size: int) -> np.ndarray:
     """The evaluation's digits train split (labels dropped) at the source size, ``(1000, s, s, 3)``."""
-    return D.digits("train", size)[0]
+    images = D.digits("train", size)[0]
+    images.flags.writeable = False  # cached and shared by every step: no caller may change it
+    return images
 
 
 def random_resized_crop(
