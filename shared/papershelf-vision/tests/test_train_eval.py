@@ -319,6 +319,11 @@ def test_digit_sources_are_train_split_digits_and_three_weights_draw_what_they_d
         ("mixture", (0.0, 0.0, 0.0), "mixture"),
         ("mixture", (1.0, 1.0, 1.0, 1.0, 1.0), "mixture must be a list of 3 or 4"),
         ("mixture", (1.0, 1.0, 1.0, -0.5), "mixture must be 3 or 4 non-negative"),
+        (
+            "mixture",
+            (1.0, -1.0, 1.0),
+            re.escape("non-negative weights (scenes, objects, photos[, digits]), got (1.0, -1.0, 1.0)"),
+        ),
         ("mixture", (1.0, 1.0, 1.0, float("nan")), "mixture\\[3\\] must be finite"),
         ("head_bn", "yes", "head_bn"),
         ("flips", 1, "flips must be true or false"),

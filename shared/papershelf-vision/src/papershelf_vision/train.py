@@ -159,11 +159,6 @@ class TrainConfig:
         for name in ("head_bn", "flips"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if min(self.mixture) < 0 or sum(self.mixture) <= 0:
-            raise InputError(
-                f"mixture must be 3 or 4 non-negative weights (scenes, objects, photos[, digits]), "
-                f"got {self.mixture}"
-            )
 
     def _check_scale(self, name: str) -> None:
         lo, hi = _numbers(name, getattr(self, name), 2)
@@ -186,7 +181,12 @@ def _mixture(value) -> tuple[float, ...]:
     """3 weights (scenes, objects, photos) or 4 (and digits), as 4: a 3-weight config draws no digits."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) not in (3, 4):
         raise InputError(f"mixture must be a list of 3 or 4 numbers, got {value!r}")
-    return (*_numbers("mixture", value, len(value)), 0.0)[:4]
+    weights = _numbers("mixture", value, len(value))
+    if min(weights) < 0 or sum(weights) <= 0:  # reported as given, before the digits weight is added
+        raise InputError(
+            f"mixture must be 3 or 4 non-negative weights (scenes, objects, photos[, digits]), got {weights}"
+        )
+    return (*weights, 0.0)[:4]
 
 
 # minimum of each integer field, and (low, high, low excluded) of each real one
