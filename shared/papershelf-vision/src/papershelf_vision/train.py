@@ -461,7 +461,8 @@ def source_batch(config: TrainConfig, step: int) -> list[torch.Tensor]:
             elif kind == 2:
                 imgs.append(D.photo_patches(1, s, sd)[0])
             else:  # a train-split digit, the same image in both renderings
-                imgs.append(_digit_sources(s)[sd % len(_digit_sources(s))])
+                digits = _digit_sources(s)
+                imgs.append(digits[sd % len(digits)])
         renderings.append(to_tensor(np.stack(imgs)))
     return renderings
 
